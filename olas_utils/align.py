@@ -1,0 +1,218 @@
+"""Word alignment across tokenizers: tokenise lists of words with a word id per subword,
+and pool subword-level maps to word level.
+
+Every tokenizer cuts words differently (WordPiece, byte-level BPE, SentencePiece), and
+adds its own special tokens (``[CLS]``/``[SEP]``, ``<s>``/``</s>``, ``<bos>``). To compare
+models we map each subword to the word it came from, using the character offsets that
+fast tokenizers return on the text ``" ".join(words)``:
+
+* a subword is assigned to the word whose characters it overlaps (if it overlaps several,
+  the first — with space-joined words this only happens for tokenizers that merge across
+  spaces, and is reported by :func:`check_alignment`);
+* a subword that covers only whitespace (SentencePiece's lone ``▁``) belongs to the word
+  that follows it;
+* special tokens (``special_tokens_mask == 1``) get word id ``-1``;
+* a word that receives no subword (an empty string, or characters the tokenizer's
+  normaliser deletes) is an error, never a silent shift of the following words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+__all__ = ["TokenizedBatch", "tokenize_words", "pool_to_words", "SPECIAL"]
+
+#: word id of special tokens (BOS, EOS, CLS, SEP, ...).
+SPECIAL = -1
+
+
+@dataclass
+class TokenizedBatch:
+    """A right-padded batch of tokenised sentences with word ids.
+
+    Attributes:
+        input_ids: ``(batch, T)`` token ids, right-padded.
+        attention_mask: ``(batch, T)`` 1 at real tokens, 0 at padding.
+        word_ids: ``(batch, T)`` index of the word each token belongs to; ``-1`` for special
+            tokens, ``-2`` for padding.
+        tokens: per sentence, the token strings (no padding).
+        words: per sentence, the input words.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    word_ids: torch.Tensor
+    tokens: list[list[str]]
+    words: list[list[str]]
+
+    @property
+    def lengths(self) -> list[int]:
+        """Number of real tokens per sentence."""
+        return self.attention_mask.sum(dim=1).tolist()
+
+    def model_inputs(self, device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
+        """``input_ids`` and ``attention_mask`` on ``device``."""
+        return {"input_ids": self.input_ids.to(device), "attention_mask": self.attention_mask.to(device)}
+
+
+def _validate_words(words: Sequence[str], index: int) -> list[str]:
+    if isinstance(words, str):
+        raise TypeError(
+            f"sentence {index} is a string; pass a list of words (e.g. text.split()), not raw text"
+        )
+    words = list(words)
+    if not words:
+        raise ValueError(f"sentence {index} has no words; remove empty sentences before extraction")
+    for j, w in enumerate(words):
+        if not isinstance(w, str):
+            raise TypeError(f"sentence {index}, word {j} is {type(w).__name__}, not str")
+        if not w.strip():
+            raise ValueError(
+                f"sentence {index}, word {j} is empty or whitespace ({w!r}); drop it from the word list"
+            )
+    return words
+
+
+def _word_spans(words: list[str]) -> list[tuple[int, int]]:
+    spans, pos = [], 0
+    for w in words:
+        spans.append((pos, pos + len(w)))
+        pos += len(w) + 1
+    return spans
+
+
+def _assign_words(offsets: list[tuple[int, int]], special: list[int], spans: list[tuple[int, int]]) -> list[int]:
+    """Word id per token from character offsets (see the module docstring for the rule)."""
+    ids: list[int] = []
+    pending: list[int] = []  # whitespace-only tokens waiting for the next word
+    w = 0
+    for t, ((s, e), sp) in enumerate(zip(offsets, special)):
+        if sp:
+            ids.append(SPECIAL)
+            continue
+        # advance to the first word whose span ends after the token starts
+        while w < len(spans) and spans[w][1] <= s:
+            w += 1
+        if w < len(spans) and s < spans[w][1] and e > spans[w][0]:
+            for p in pending:
+                ids[p] = w
+            pending.clear()
+            ids.append(w)
+        else:  # token covers only whitespace (or nothing): attach to the next word
+            ids.append(w if w < len(spans) else len(spans) - 1)
+            pending.append(t)
+    return ids
+
+
+def tokenize_words(
+    tokenizer,
+    sentences: Sequence[Sequence[str]],
+    *,
+    max_length: int | None = None,
+) -> TokenizedBatch:
+    """Tokenise sentences given as word lists, with the tokenizer's own special tokens.
+
+    Args:
+        tokenizer: a Hugging Face *fast* tokenizer (needs offset mappings).
+        sentences: B sentences, each a list of words (non-empty strings).
+        max_length: if given, a sentence with more tokens raises ``ValueError``
+            (OLAS never truncates silently).
+
+    Returns:
+        A right-padded :class:`TokenizedBatch`.
+
+    Raises:
+        TypeError: if a sentence is a plain string or a word is not a string, or the
+            tokenizer is not a fast tokenizer.
+        ValueError: on an empty sentence, an empty/whitespace word, a word that yields no
+            subword (naming it), or a sentence longer than ``max_length``.
+    """
+    if not getattr(tokenizer, "is_fast", False):
+        raise TypeError(
+            f"{type(tokenizer).__name__} is not a fast tokenizer; OLAS needs offset mappings. "
+            "Load it with AutoTokenizer.from_pretrained(..., use_fast=True)."
+        )
+    sentences = [_validate_words(s, i) for i, s in enumerate(sentences)]
+    texts = [" ".join(s) for s in sentences]
+    enc = tokenizer(
+        texts,
+        add_special_tokens=True,
+        return_offsets_mapping=True,
+        return_special_tokens_mask=True,
+        return_attention_mask=True,
+    )
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    rows_ids, rows_words, tokens = [], [], []
+    for i, words in enumerate(sentences):
+        ids = enc["input_ids"][i]
+        if max_length is not None and len(ids) > max_length:
+            raise ValueError(
+                f"sentence {i} has {len(ids)} tokens, more than max_length={max_length}; "
+                "split it or raise max_length"
+            )
+        wid = _assign_words(enc["offset_mapping"][i], enc["special_tokens_mask"][i], _word_spans(words))
+        seen = set(wid)
+        missing = [j for j in range(len(words)) if j not in seen]
+        if missing:
+            j = missing[0]
+            raise ValueError(
+                f"sentence {i}, word {j} ({words[j]!r}) yields no subword with "
+                f"{type(tokenizer).__name__} (its normaliser removes it); drop or replace that word"
+            )
+        rows_ids.append(ids)
+        rows_words.append(wid)
+        tokens.append(tokenizer.convert_ids_to_tokens(ids))
+    t_max = max(len(r) for r in rows_ids)
+    b = len(rows_ids)
+    input_ids = torch.full((b, t_max), pad_id, dtype=torch.long)
+    mask = torch.zeros((b, t_max), dtype=torch.long)
+    word_ids = torch.full((b, t_max), -2, dtype=torch.long)
+    for i, (ids, wid) in enumerate(zip(rows_ids, rows_words)):
+        n = len(ids)
+        input_ids[i, :n] = torch.tensor(ids)
+        mask[i, :n] = 1
+        word_ids[i, :n] = torch.tensor(wid)
+    return TokenizedBatch(input_ids, mask, word_ids, tokens, [list(s) for s in sentences])
+
+
+def pool_to_words(maps: torch.Tensor, word_ids: torch.Tensor, num_words: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pool a subword-level attention-like map of one sentence to word level.
+
+    Rule (OLAS word protocol): for each word, **average its subword rows** (a word's
+    attention distribution is the mean of its subwords' distributions) and **sum its
+    subword columns** (attention received by a word is the total received by its
+    subwords). Special-token columns are summed per special token and returned separately;
+    special-token rows are dropped. If the subword rows sum to 1, each word row of
+    ``word_map`` plus its row of ``special`` sums to 1.
+
+    Args:
+        maps: ``(..., T, T)`` subword-level maps of one sentence (``...`` e.g. orders).
+        word_ids: ``(T,)`` word id per token (``-1`` special, ``-2`` padding).
+        num_words: W, the sentence's number of words.
+
+    Returns:
+        ``(word_map, special)``: ``(..., W, W)`` and ``(..., W, S)`` where S is the number
+        of special tokens, in token order.
+
+    Raises:
+        ValueError: if a word in ``0..W-1`` has no token.
+    """
+    word_ids = word_ids.to(maps.device)
+    t = word_ids.shape[0]
+    if maps.shape[-1] != t:
+        raise ValueError(f"maps have {maps.shape[-1]} tokens but word_ids has {t}")
+    is_word = word_ids >= 0
+    onehot = torch.zeros((t, num_words), dtype=maps.dtype, device=maps.device)
+    onehot[is_word.nonzero(as_tuple=True)[0], word_ids[is_word]] = 1.0
+    counts = onehot.sum(0)
+    if (counts == 0).any():
+        j = int((counts == 0).nonzero()[0])
+        raise ValueError(f"word {j} has no token in word_ids")
+    row_pool = (onehot / counts).transpose(0, 1)  # (W, T): mean over the word's rows
+    special_cols = (word_ids == SPECIAL).nonzero(as_tuple=True)[0]
+    word_map = row_pool @ maps @ onehot
+    special = (row_pool @ maps)[..., special_cols]
+    return word_map, special

@@ -1,0 +1,328 @@
+"""Streaming attention capture: each layer's attention is head-averaged and folded into the
+OLA accumulators the moment it exists, so no more than one layer's per-head attention is
+alive at a time (no ``output_attentions`` tuple of every layer).
+
+Three paths, chosen per model by :func:`capture_path`:
+
+``"interface"``
+    Models whose attention layers dispatch through ``transformers.AttentionInterface``
+    (classes with ``_supports_attention_backend``: BERT, Llama, Qwen2, Gemma 3, ...). OLAS
+    registers an attention function named ``"olas_capture"`` that calls the architecture's
+    *own* ``eager_attention_forward`` (so every quirk — grouped KV heads, soft-capping,
+    sliding windows, scaling — is the model's), folds the weights and returns none. For
+    bf16/fp16 models the attention core (QKᵀ, softmax, weights·V) runs in fp32 and its
+    output is cast back to the model dtype.
+``"hook"``
+    Architectures that compute attention inside their own module (MPNet): a forward
+    pre-hook asks that module for its probabilities and a forward hook folds them and
+    drops them from the module's output. Per-architecture settings live in
+    :data:`HOOK_SPECS` (data, not code).
+``"output_attentions"``
+    Anything else: a plain ``output_attentions=True`` forward, folded layer by layer
+    afterwards. Correct but memory-hungry; a warning says so.
+
+The model's attention implementation is switched only inside the ``with`` block and
+restored on exit.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib
+import logging
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+from .ola import OrderAccumulator, check_orders
+
+__all__ = ["AttentionCapture", "is_causal_model", "HookSpec", "HOOK_SPECS", "capture_path", "num_attention_layers", "head_average"]
+
+log = logging.getLogger(__name__)
+
+CAPTURE_IMPLEMENTATION = "olas_capture"
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """How to read attention probabilities off a self-attention module that does not use the
+    attention interface.
+
+    Attributes:
+        force_kwarg: keyword argument that makes the module return its probabilities.
+        weights_index: position of the ``(batch, head, query, key)`` probabilities in the
+            module's output tuple.
+    """
+
+    force_kwarg: str
+    weights_index: int
+
+
+#: Self-attention module class name → how to hook it.
+HOOK_SPECS: dict[str, HookSpec] = {
+    "MPNetSelfAttention": HookSpec(force_kwarg="output_attentions", weights_index=1),
+}
+
+
+def num_attention_layers(model: torch.nn.Module) -> int:
+    """N, the number of self-attention layers of a decoder-only or encoder-only model.
+
+    Raises:
+        ValueError: if the config has no ``num_hidden_layers``.
+    """
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    n = getattr(cfg, "num_hidden_layers", None)
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"cannot tell the number of layers of {type(model).__name__}: its config has no num_hidden_layers")
+    return n
+
+
+def is_causal_model(model: torch.nn.Module) -> bool:
+    """Whether a model's self-attention is causal, read from its config and architecture
+    (never from a list of model types).
+
+    True if the config says ``is_decoder``, or the architecture (``config.architectures``
+    or the class name) is a ``...ForCausalLM`` / ``...LMHeadModel``, or — for a bare base
+    model such as ``LlamaModel`` — its attention modules declare ``is_causal = True``.
+    Encoder-decoder models are not supported and return False here.
+    """
+    cfg = model.config
+    if getattr(cfg, "is_encoder_decoder", False):
+        return False
+    if getattr(cfg, "is_decoder", False):
+        return True
+    archs = list(getattr(cfg, "architectures", None) or []) + [type(model).__name__]
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+        return True
+    return any(getattr(m, "is_causal", False) is True for m in model.modules())
+
+
+def capture_path(model: torch.nn.Module) -> str:
+    """Which capture path a model uses: ``"interface"``, ``"hook"`` or ``"output_attentions"``."""
+    if getattr(type(model), "_supports_attention_backend", False):
+        return "interface"
+    if any(type(m).__name__ in HOOK_SPECS for m in model.modules()):
+        return "hook"
+    return "output_attentions"
+
+
+def head_average(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Average attention over heads, with padded query rows and key columns set to zero.
+
+    Args:
+        weights: ``(batch, head, query, key)`` post-softmax attention.
+        valid: ``(batch, T)`` bool, True at real (non-padding) tokens.
+
+    Returns:
+        ``(batch, query, key)`` float32 tensor. ``torch.where`` is used, so a NaN in a
+        padded row (an all-masked softmax) cannot leak into the result.
+    """
+    a = weights.float().mean(dim=1)
+    keep = valid[:, :, None] & valid[:, None, :]
+    return torch.where(keep, a, torch.zeros((), dtype=a.dtype, device=a.device))
+
+
+@dataclass
+class _ForwardState:
+    capture: "AttentionCapture"
+    acc: OrderAccumulator
+    valid: torch.Tensor
+    calls: list[int]
+
+    def fold(self, module: torch.nn.Module, weights: torch.Tensor) -> None:
+        if weights is None:
+            raise RuntimeError(f"{type(module).__name__} returned no attention weights to capture")
+        self.calls.append(id(module))
+        self.acc.add_layer(head_average(weights, self.valid))
+
+
+_ACTIVE: contextvars.ContextVar[_ForwardState | None] = contextvars.ContextVar("olas_active_capture", default=None)
+
+
+def _eager_for(module: torch.nn.Module) -> Callable:
+    mod = importlib.import_module(type(module).__module__)
+    fn = getattr(mod, "eager_attention_forward", None)
+    if fn is None:
+        raise RuntimeError(
+            f"{type(module).__name__} ({type(module).__module__}) has no eager_attention_forward; "
+            "OLAS cannot read its attention weights through the attention interface"
+        )
+    return fn
+
+
+def _olas_attention(module, query, key, value, attention_mask, **kwargs):
+    """Attention function registered as ``"olas_capture"``: the model's own eager attention,
+    with weights folded into the active accumulator and not returned."""
+    eager = _eager_for(module)
+    state = _ACTIVE.get()
+    if state is None:
+        return eager(module, query, key, value, attention_mask, **kwargs)
+    dtype = query.dtype
+    if dtype in (torch.float16, torch.bfloat16):
+        query, key, value = query.float(), key.float(), value.float()
+        if attention_mask is not None and attention_mask.is_floating_point():
+            attention_mask = attention_mask.float()
+    out, weights = eager(module, query, key, value, attention_mask, **kwargs)
+    state.fold(module, weights)
+    return out.to(dtype), None
+
+
+def _register_interface() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(CAPTURE_IMPLEMENTATION, _olas_attention)
+    if CAPTURE_IMPLEMENTATION not in ALL_MASK_ATTENTION_FUNCTIONS:
+        AttentionMaskInterface.register(CAPTURE_IMPLEMENTATION, eager_mask)
+
+
+class AttentionCapture:
+    """Context manager that turns a model's forward pass into streaming OLA extraction.
+
+    Example::
+
+        with AttentionCapture(model, max_order=3, rollout=True, keep_layers=(0, -1)) as cap:
+            acc = cap.forward(input_ids=ids, attention_mask=mask)
+        ola2 = acc.ola(2)            # (batch, T, T)
+
+    Args:
+        model: a Hugging Face encoder-only or decoder-only transformer, in eval mode.
+        max_order: K, highest OLA order accumulated (orders 0..K), ``0 <= K <= N``.
+        rollout: also accumulate attention rollout.
+        keep_layers: 0-based indices of layers whose head-averaged attention is kept
+            (negative counts from the last layer) — the first/last-layer baselines.
+        path: force a capture path (``"interface"``, ``"hook"``, ``"output_attentions"``);
+            default :func:`capture_path`.
+
+    Raises:
+        ValueError: if ``max_order`` is outside ``0..N``.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        max_order: int,
+        rollout: bool = False,
+        keep_layers: Sequence[int] = (),
+        path: str | None = None,
+    ) -> None:
+        self.model = model
+        self.num_layers = num_attention_layers(model)
+        check_orders([max_order], self.num_layers)
+        self.max_order = max_order
+        self.rollout = rollout
+        self.keep_layers = tuple(keep_layers)
+        self.path = path or capture_path(model)
+        if self.path not in ("interface", "hook", "output_attentions"):
+            raise ValueError(f"unknown capture path {self.path!r}")
+        self._handles: list[Any] = []
+        self._previous_impl: Any = None
+        self._layer_order: list[int] | None = None
+        self._entered = False
+
+    # -- context management -------------------------------------------------------------
+    def __enter__(self) -> "AttentionCapture":
+        if self.path == "interface":
+            _register_interface()
+            self._previous_impl = self.model.config._attn_implementation
+            self.model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
+        elif self.path == "hook":
+            self._install_hooks()
+        else:
+            warnings.warn(
+                f"{type(self.model).__name__} neither uses the attention interface nor has a hook "
+                "spec in olas_utils.capture.HOOK_SPECS: falling back to output_attentions=True, "
+                "which keeps every layer's attention in memory during the forward pass.",
+                stacklevel=2,
+            )
+        self._entered = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        if self.path == "interface" and self._previous_impl is not None:
+            self.model.set_attn_implementation(self._previous_impl)
+        self._entered = False
+
+    def _install_hooks(self) -> None:
+        for module in self.model.modules():
+            spec = HOOK_SPECS.get(type(module).__name__)
+            if spec is None:
+                continue
+
+            def pre_hook(mod, args, kwargs, spec=spec):
+                if _ACTIVE.get() is not None:
+                    kwargs = {**kwargs, spec.force_kwarg: True}
+                return args, kwargs
+
+            def post_hook(mod, args, kwargs, output, spec=spec):
+                state = _ACTIVE.get()
+                if state is None:
+                    return output
+                state.fold(mod, output[spec.weights_index])
+                return tuple(o for i, o in enumerate(output) if i != spec.weights_index)
+
+            self._handles.append(module.register_forward_pre_hook(pre_hook, with_kwargs=True))
+            self._handles.append(module.register_forward_hook(post_hook, with_kwargs=True))
+
+    # -- running ----------------------------------------------------------------------------
+    def new_accumulator(self) -> OrderAccumulator:
+        """An empty accumulator with this capture's settings."""
+        return OrderAccumulator(
+            max_order=self.max_order,
+            keep_layers=self.keep_layers,
+            rollout=self.rollout,
+            num_layers=self.num_layers,
+        )
+
+    @torch.no_grad()
+    def forward(self, *, attention_mask: torch.Tensor, **inputs: Any) -> OrderAccumulator:
+        """Run the model on one batch and return the filled accumulator.
+
+        Args:
+            attention_mask: ``(batch, T)`` 1 at real tokens, 0 at (right) padding.
+            **inputs: the other model inputs (``input_ids``, ...), all ``(batch, T)``.
+
+        Returns:
+            An :class:`~olas_utils.ola.OrderAccumulator` holding ``(batch, T, T)`` sums.
+
+        Raises:
+            RuntimeError: if used outside the ``with`` block, or if the number or order of
+                captured layers is not the model's N layers in order.
+        """
+        if not self._entered:
+            raise RuntimeError("AttentionCapture.forward must be called inside `with AttentionCapture(...)`")
+        valid = attention_mask.bool()
+        acc = self.new_accumulator()
+        state = _ForwardState(self, acc, valid, [])
+        if self.path == "output_attentions":
+            out = self.model(attention_mask=attention_mask, output_attentions=True, **inputs)
+            for w in out.attentions:
+                state.fold(self.model, w)
+            del out
+        else:
+            token = _ACTIVE.set(state)
+            try:
+                self.model(attention_mask=attention_mask, **inputs)
+            finally:
+                _ACTIVE.reset(token)
+            self._check_layer_order(state.calls)
+        if acc.n_added != self.num_layers:
+            raise RuntimeError(
+                f"captured {acc.n_added} attention layers but the model has {self.num_layers}: "
+                f"the {self.path!r} capture path does not fit {type(self.model).__name__}"
+            )
+        return acc
+
+    def _check_layer_order(self, calls: list[int]) -> None:
+        if len(set(calls)) != len(calls):
+            raise RuntimeError("an attention module ran twice in one forward pass; OLA needs each layer once")
+        if self._layer_order is None:
+            self._layer_order = calls
+        elif calls != self._layer_order:
+            raise RuntimeError("attention layers ran in a different order than in the first batch")

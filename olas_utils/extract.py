@@ -1,0 +1,247 @@
+"""The front door: batched OLA extraction from any Hugging Face model.
+
+::
+
+    from olas_utils.zoo import load_model
+    from olas_utils.extract import extract_ola
+
+    lm = load_model("minilm-l6")
+    res = extract_ola(lm.model, lm.tokenizer, [["The", "cat", "sat", "."]], orders=(1, 2, 3))
+    res["ola:2"][0]         # (T, T) tensor of sentence 0 (subword level, special tokens included)
+
+Stable names of what can be extracted (keys of :class:`OLAMaps`):
+
+==================  =========================================================================
+``"ola:k"``         order-k OLA, ``k`` in ``0..N``
+``"rollout"``       attention rollout ``Π (A(i) + I)``, unnormalised (Abnar & Zuidema, 2020)
+``"layer:i"``       head-averaged attention of layer ``i`` (0-based; ``-1`` = last layer)
+==================  =========================================================================
+
+The per-layer mean attention baseline is ``"ola:1"`` (identical by definition).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from . import __version__
+from .align import pool_to_words, tokenize_words
+from .capture import AttentionCapture, is_causal_model, num_attention_layers
+from .ola import check_orders
+
+__all__ = ["OLAMaps", "extract_ola", "max_tokens", "length_buckets", "parse_key"]
+
+
+def parse_key(key: str, num_layers: int) -> tuple[str, int | None]:
+    """Split a map name (``"ola:2"``, ``"rollout"``, ``"layer:-1"``) into kind and index.
+
+    Raises:
+        ValueError: on an unknown name or an index out of range.
+    """
+    kind, _, idx = key.partition(":")
+    if kind == "rollout" and not idx:
+        return kind, None
+    if kind in ("ola", "layer") and idx.lstrip("-").isdigit():
+        i = int(idx)
+        if kind == "ola":
+            check_orders([i], num_layers)
+        elif not -num_layers <= i < num_layers:
+            raise ValueError(f"layer index {i} is outside {-num_layers}..{num_layers - 1}")
+        return kind, i
+    raise ValueError(f"unknown map name {key!r}: use 'ola:K' (K in 0..{num_layers}), 'rollout' or 'layer:I'")
+
+
+def max_tokens(model: torch.nn.Module, tokenizer) -> int | None:
+    """The longest input the model takes, from its config (``max_position_embeddings``,
+    minus the position offset some encoders reserve) and the tokenizer."""
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    n = getattr(cfg, "max_position_embeddings", None)
+    pad = getattr(cfg, "pad_token_id", None)
+    if n is not None and getattr(cfg, "model_type", "") in ("mpnet", "roberta", "xlm-roberta", "camembert"):
+        n -= (pad or 0) + 1  # positions start after the padding index
+    tm = getattr(tokenizer, "model_max_length", None)
+    if tm is not None and tm < 10**9:
+        n = tm if n is None else min(n, tm)
+    return n
+
+
+def length_buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length (sorted by length, longest first).
+
+    Args:
+        lengths: token count per sentence.
+        batch_size: sentences per batch (>= 1).
+
+    Returns:
+        List of batches, each a list of sentence indices.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+@dataclass
+class OLAMaps:
+    """OLA and baselines for a list of sentences from one model (the model is not held).
+
+    Attributes:
+        maps: ``{name: [tensor per sentence]}``, each ``(T_i, T_i)`` at subword level
+            (special tokens included, in token order) or ``(W_i, W_i)`` at word level;
+            float32 on the CPU.
+        special: word level only: ``{name: [(W_i, S_i) tensor]}``, the attention of each
+            word to the sentence's S_i special tokens (excluded from ``maps``).
+        tokens, words, word_ids: per sentence.
+        model_name, num_layers, is_causal, level, capture_path, dtype, library_version:
+            provenance.
+    """
+
+    maps: dict[str, list[torch.Tensor]]
+    tokens: list[list[str]]
+    words: list[list[str]]
+    word_ids: list[torch.Tensor]
+    model_name: str
+    num_layers: int
+    is_causal: bool
+    level: str
+    capture_path: str
+    dtype: str
+    special: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+    library_version: str = __version__
+
+    def __getitem__(self, key: str) -> list[torch.Tensor]:
+        try:
+            return self.maps[key]
+        except KeyError:
+            raise KeyError(f"{key!r} was not extracted; available: {sorted(self.maps)}") from None
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def keys(self) -> list[str]:
+        """Names of the extracted maps."""
+        return list(self.maps)
+
+    def labels(self, i: int) -> list[str]:
+        """Axis labels of sentence ``i``: words at word level, tokens at subword level."""
+        return self.words[i] if self.level == "word" else self.tokens[i]
+
+    def stack(self, i: int, keys: Iterable[str]) -> torch.Tensor:
+        """``(C, T_i, T_i)`` channels of sentence ``i`` for the given names."""
+        return torch.stack([self[k][i] for k in keys])
+
+
+@torch.no_grad()
+def extract_ola(
+    model: torch.nn.Module,
+    tokenizer,
+    sentences: Sequence[Sequence[str]],
+    *,
+    orders: Iterable[int] = (1, 2, 3),
+    rollout: bool = True,
+    layers: Iterable[int] = (0, -1),
+    level: str = "subword",
+    batch_size: int = 8,
+    device: str | torch.device | None = None,
+    progress: bool = True,
+    model_name: str | None = None,
+) -> OLAMaps:
+    """Extract order-k OLA (and rollout and single-layer baselines) for sentences.
+
+    Sentences are tokenised with word ids (:func:`~olas_utils.align.tokenize_words`),
+    bucketed by length, right-padded, and run through the model once per batch with a
+    streaming :class:`~olas_utils.capture.AttentionCapture`. Padding does not change any
+    result: padded rows and columns are zeroed before the recurrence, and each sentence's
+    maps are cropped to its tokens.
+
+    Args:
+        model: encoder-only or decoder-only Hugging Face model (eval mode). Its parameters'
+            device is used unless ``device`` is given (then the model is moved there).
+        tokenizer: its fast tokenizer.
+        sentences: B sentences, each a list of words.
+        orders: OLA orders, each in ``0..N``.
+        rollout: also extract attention rollout (``"rollout"``).
+        layers: 0-based layer indices to keep as baselines (``"layer:i"``; -1 = last).
+        level: ``"subword"`` (the released code's protocol: each model's tokens, special
+            tokens included) or ``"word"`` (OLAS protocol, see
+            :func:`~olas_utils.align.pool_to_words`).
+        batch_size: sentences per forward pass.
+        device: where to run; default the model's device.
+        progress: show a progress bar.
+        model_name: recorded in the result; default ``model.name_or_path``.
+
+    Returns:
+        :class:`OLAMaps` with keys ``"ola:k"`` for each order, ``"rollout"``, ``"layer:i"``.
+
+    Raises:
+        ValueError: on an order outside ``0..N``, an unknown level, an empty sentence or
+            word, a word without subword, or a sentence longer than the model's maximum.
+        RuntimeError: if ``model`` is in training mode (dropout would randomise attention).
+    """
+    if level not in ("subword", "word"):
+        raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise ValueError(
+            f"{type(model).__name__} is an encoder-decoder model; OLAS supports encoder-only "
+            "and decoder-only transformers"
+        )
+    if model.training:
+        raise RuntimeError("the model is in training mode (dropout on attention); call model.eval() first")
+    n_layers = num_attention_layers(model)
+    wanted = check_orders(orders, n_layers)
+    layer_idx = [parse_key(f"layer:{i}", n_layers)[1] % n_layers for i in layers]
+    if device is not None:
+        from .settings import resolve_device
+
+        model.to(resolve_device(device))
+    dev = next(model.parameters()).device
+    causal = is_causal_model(model)
+
+    batch_all = tokenize_words(tokenizer, sentences, max_length=max_tokens(model, tokenizer))
+    lengths = batch_all.lengths
+    keys = [f"ola:{k}" for k in wanted] + (["rollout"] if rollout else []) + [f"layer:{i}" for i in layers]
+    out: dict[str, list] = {k: [None] * len(lengths) for k in keys}
+    special: dict[str, list] = {k: [None] * len(lengths) for k in keys} if level == "word" else {}
+    word_ids = [batch_all.word_ids[i, : lengths[i]].clone() for i in range(len(lengths))]
+
+    buckets = length_buckets(lengths, batch_size)
+    with AttentionCapture(model, max_order=max(wanted), rollout=rollout, keep_layers=layer_idx) as cap:
+        for idx in tqdm(buckets, desc=f"OLA {model_name or getattr(model, 'name_or_path', '')}", disable=not progress, unit="batch"):
+            t = max(lengths[i] for i in idx)
+            inputs = {
+                "input_ids": batch_all.input_ids[idx, :t].to(dev),
+                "attention_mask": batch_all.attention_mask[idx, :t].to(dev),
+            }
+            acc = cap.forward(**inputs)
+            results = {f"ola:{k}": acc.ola(k) for k in wanted}
+            if rollout:
+                results["rollout"] = acc.rollout_map()
+            for i_req, i_abs in zip(layers, layer_idx):
+                results[f"layer:{i_req}"] = acc.layers[i_abs]
+            for key, val in results.items():
+                val = val.float().cpu()
+                for row, i in enumerate(idx):
+                    m = val[row, : lengths[i], : lengths[i]]
+                    if level == "word":
+                        m, sp = pool_to_words(m, word_ids[i], len(batch_all.words[i]))
+                        special[key][i] = sp
+                    out[key][i] = m.contiguous()
+            del acc, results
+    return OLAMaps(
+        maps=out,
+        tokens=batch_all.tokens,
+        words=batch_all.words,
+        word_ids=word_ids,
+        model_name=model_name or str(getattr(model, "name_or_path", type(model).__name__)),
+        num_layers=n_layers,
+        is_causal=causal,
+        level=level,
+        capture_path=cap.path,
+        dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
+        special=special,
+    )

@@ -1,0 +1,100 @@
+"""Where OLAS reads data and keeps prepared models, and which device it uses.
+
+Each setting is resolved when asked for (never frozen at import time): an explicit
+argument wins, then the environment variable, then the default.
+
+| setting | environment variable | default |
+|---|---|---|
+| data folder | ``OLAS_DATA_DIR`` | ``../shared/data`` next to the project root |
+| model cache | ``OLAS_CACHE_DIR`` | ``~/.cache/olas`` (``$XDG_CACHE_HOME/olas``) |
+| device | ``OLAS_DEVICE`` | ``cuda`` when available, else ``cpu`` |
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["project_root", "data_dir", "cache_dir", "resolve_device"]
+
+
+def project_root() -> Path:
+    """The OLAS checkout (the folder holding ``olas_utils/``)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def data_dir(path: str | os.PathLike | None = None) -> Path:
+    """The folder holding the real datasets (``ud_english_ewt/``, ``conll2000/``, ...).
+
+    Args:
+        path: explicit folder; else ``$OLAS_DATA_DIR``; else ``<project>/../shared/data``.
+
+    Raises:
+        FileNotFoundError: if the folder does not exist, naming where it was looked for and
+            how to point OLAS elsewhere.
+    """
+    if path is not None:
+        p, how = Path(path), "the data_dir argument"
+    elif os.environ.get("OLAS_DATA_DIR"):
+        p, how = Path(os.environ["OLAS_DATA_DIR"]), "$OLAS_DATA_DIR"
+    else:
+        p, how = project_root().parent / "shared" / "data", "the default (../shared/data beside the project)"
+    p = p.expanduser().resolve()
+    if not p.is_dir():
+        raise FileNotFoundError(
+            f"data folder {p} (from {how}) does not exist. Put the datasets there, or set "
+            f"OLAS_DATA_DIR=/path/to/data or pass data_dir=... (see data/README.md)."
+        )
+    return p
+
+
+def cache_dir(path: str | os.PathLike | None = None) -> Path:
+    """Folder for prepared (reassembled, dequantised) models and other caches; created if absent.
+
+    Args:
+        path: explicit folder; else ``$OLAS_CACHE_DIR``; else ``$XDG_CACHE_HOME/olas`` or
+            ``~/.cache/olas``.
+
+    Raises:
+        PermissionError / OSError: if the folder cannot be created, with its path.
+    """
+    if path is not None:
+        p = Path(path)
+    elif os.environ.get("OLAS_CACHE_DIR"):
+        p = Path(os.environ["OLAS_CACHE_DIR"])
+    else:
+        p = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "olas"
+    p = p.expanduser().resolve()
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise type(e)(f"cannot create the OLAS cache folder {p}: {e.strerror or e}. "
+                      f"Set OLAS_CACHE_DIR to a writable folder.") from e
+    return p
+
+
+def resolve_device(device: "str | torch.device | None" = None) -> "torch.device":
+    """The torch device to run on.
+
+    Args:
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``, or None for
+            ``$OLAS_DEVICE`` or else CUDA when available, else CPU.
+
+    Raises:
+        RuntimeError: if CUDA is asked for and not available.
+    """
+    import torch
+
+    if device is None:
+        device = os.environ.get("OLAS_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"device {device!r} was asked for but CUDA is not available in this PyTorch "
+            f"(torch {torch.__version__}); use device='cpu' or unset OLAS_DEVICE."
+        )
+    return dev

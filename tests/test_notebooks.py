@@ -1,0 +1,33 @@
+"""Every numbered notebook runs under papermill with the smoke profile, writing into a
+temporary folder, so a broken notebook fails CI."""
+
+import json
+
+import pytest
+
+from olas_utils.reproduce import list_notebooks, run_notebook
+
+NOTEBOOKS = list_notebooks()
+
+
+def test_there_are_notebooks():
+    assert [p.name for p in NOTEBOOKS][:1] == ["01_ola_gallery.ipynb"]
+
+
+@pytest.mark.notebook
+@pytest.mark.real_model
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_smoke(path, tmp_path):
+    out = run_notebook(
+        path,
+        tmp_path / path.name,
+        profile="smoke",
+        parameters={"figures_dir": str(tmp_path / "figures"), "results_dir": str(tmp_path / "results")},
+        progress=False,
+    )
+    nb = json.loads(out.read_text())
+    errors = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors
+    figures = list((tmp_path / "figures").glob("*.png"))
+    assert figures, "the notebook wrote no figure"
+    assert all(f.stat().st_size > 5_000 for f in figures)
