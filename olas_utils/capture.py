@@ -38,7 +38,7 @@ import torch
 
 from .ola import OrderAccumulator, check_orders
 
-__all__ = ["AttentionCapture", "is_causal_model", "HookSpec", "HOOK_SPECS", "capture_path", "num_attention_layers", "head_average"]
+__all__ = ["AttentionCapture", "is_causal_config", "is_causal_model", "HookSpec", "HOOK_SPECS", "capture_path", "num_attention_layers", "head_average"]
 
 log = logging.getLogger(__name__)
 
@@ -79,24 +79,59 @@ def num_attention_layers(model: torch.nn.Module) -> int:
     return n
 
 
-def is_causal_model(model: torch.nn.Module) -> bool:
-    """Whether a model's self-attention is causal, read from its config and architecture
-    (never from a list of model types).
+_CAUSAL_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
-    True if the config says ``is_decoder``, or the architecture (``config.architectures``
-    or the class name) is a ``...ForCausalLM`` / ``...LMHeadModel``, or — for a bare base
-    model such as ``LlamaModel`` — its attention modules declare ``is_causal = True``.
-    Encoder-decoder models are not supported and return False here.
+
+def is_causal_config(config) -> bool:
+    """Whether a ``transformers`` config describes a decoder-only (causal) transformer.
+
+    Read from the config, never from a list of model types: a config is causal if
+    ``config.is_decoder`` is set, or one of ``config.architectures`` ends in
+    ``ForCausalLM`` / ``LMHeadModel``, or (no architecture saying otherwise) its
+    ``model_type`` has a causal-LM class in ``transformers`` but no masked-LM class
+    (so BERT-like encoders, which have both, stay bidirectional).
+
+    Args:
+        config: a ``PretrainedConfig``.
+
+    Returns:
+        True for decoder-only causal models, False for bidirectional encoders.
+
+    Raises:
+        ValueError: for encoder-decoder models (``config.is_encoder_decoder``), which
+            OLAS does not support.
     """
-    cfg = model.config
-    if getattr(cfg, "is_encoder_decoder", False):
-        return False
-    if getattr(cfg, "is_decoder", False):
+    if getattr(config, "is_encoder_decoder", False):
+        raise ValueError(
+            f"{getattr(config, 'model_type', type(config).__name__)!r} is an encoder-decoder model; "
+            f"OLAS supports encoder-only and decoder-only transformers.")
+    if getattr(config, "is_decoder", False):
         return True
-    archs = list(getattr(cfg, "architectures", None) or []) + [type(model).__name__]
-    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+    archs = list(getattr(config, "architectures", None) or [])
+    if any(a.endswith(_CAUSAL_ARCH_SUFFIXES) for a in archs):
         return True
-    return any(getattr(m, "is_causal", False) is True for m in model.modules())
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    mt = getattr(config, "model_type", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    types = {mt, getattr(text, "model_type", None)} - {None}
+    return any(t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and t not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+               for t in types)
+
+
+def is_causal_model(model: torch.nn.Module) -> bool:
+    """Whether a loaded model's self-attention is causal: :func:`is_causal_config` on its
+    config, or its class is a ``...ForCausalLM`` / ``...LMHeadModel``.
+
+    Raises:
+        ValueError: for encoder-decoder models.
+    """
+    if type(model).__name__.endswith(_CAUSAL_ARCH_SUFFIXES):
+        return True
+    return is_causal_config(model.config)
 
 
 def capture_path(model: torch.nn.Module) -> str:

@@ -63,6 +63,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 
 from . import settings
+from .capture import is_causal_config
 
 __all__ = [
     "ZooEntry",
@@ -992,49 +993,6 @@ class LoadedModel:
     def device(self) -> torch.device:
         """The device of the model's parameters."""
         return next(self.model.parameters()).device
-
-
-_CAUSAL_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
-
-
-def is_causal_config(config) -> bool:
-    """Whether a ``transformers`` config describes a decoder-only (causal) transformer.
-
-    Read from the config, never from a list of model types: a config is causal if
-    ``config.is_decoder`` is set, or one of ``config.architectures`` ends in
-    ``ForCausalLM`` / ``LMHeadModel``, or (no architecture saying otherwise) its
-    ``model_type`` has a causal-LM class in ``transformers`` but no masked-LM class
-    (so BERT-like encoders, which have both, stay bidirectional).
-
-    Args:
-        config: a ``PretrainedConfig``.
-
-    Returns:
-        True for decoder-only causal models, False for bidirectional encoders.
-
-    Raises:
-        ValueError: for encoder-decoder models (``config.is_encoder_decoder``), which
-            OLAS does not support.
-    """
-    if getattr(config, "is_encoder_decoder", False):
-        raise ValueError(
-            f"{getattr(config, 'model_type', type(config).__name__)!r} is an encoder-decoder model; "
-            f"OLAS supports encoder-only and decoder-only transformers.")
-    if getattr(config, "is_decoder", False):
-        return True
-    archs = list(getattr(config, "architectures", None) or [])
-    if any(a.endswith(_CAUSAL_ARCH_SUFFIXES) for a in archs):
-        return True
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-    )
-
-    mt = getattr(config, "model_type", None)
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    types = {mt, getattr(text, "model_type", None)} - {None}
-    return any(t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and t not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
-               for t in types)
 
 
 def _num_layers(config) -> int:
