@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextvars
 import importlib
+import inspect
 import logging
 import warnings
 from dataclasses import dataclass
@@ -257,6 +258,7 @@ class AttentionCapture:
         self._previous_impl: Any = None
         self._layer_order: list[int] | None = None
         self._entered = False
+        self._forward_params = frozenset(inspect.signature(model.forward).parameters)
 
     # -- context management -------------------------------------------------------------
     def __enter__(self) -> "AttentionCapture":
@@ -333,6 +335,10 @@ class AttentionCapture:
         if not self._entered:
             raise RuntimeError("AttentionCapture.forward must be called inside `with AttentionCapture(...)`")
         valid = attention_mask.bool()
+        # outputs are discarded: no KV cache, and a causal LM's head on one position only
+        for name, value in (("use_cache", False), ("logits_to_keep", 1)):
+            if name in self._forward_params:
+                inputs.setdefault(name, value)
         acc = self.new_accumulator()
         state = _ForwardState(self, acc, valid, [])
         if self.path == "output_attentions":

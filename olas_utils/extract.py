@@ -22,8 +22,10 @@ The per-layer mean attention baseline is ``"ola:1"`` (identical by definition).
 
 from __future__ import annotations
 
-import math
+import dataclasses
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import torch
@@ -134,6 +136,29 @@ class OLAMaps:
     def stack(self, i: int, keys: Iterable[str]) -> torch.Tensor:
         """``(C, T_i, T_i)`` channels of sentence ``i`` for the given names."""
         return torch.stack([self[k][i] for k in keys])
+
+    def save(self, path: str | Path) -> Path:
+        """Write the maps and their provenance to ``path`` (``torch.save`` of plain
+        containers; written to a temporary file, then renamed). Returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        torch.save(dataclasses.asdict(self), tmp)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "OLAMaps":
+        """Read maps written by :meth:`save`.
+
+        Raises:
+            FileNotFoundError: if ``path`` does not exist.
+            ValueError: if the file is not an OLAS maps file.
+        """
+        data = torch.load(Path(path), weights_only=True)
+        if not isinstance(data, dict) or "maps" not in data or "library_version" not in data:
+            raise ValueError(f"{path} is not an OLAS maps file (written by OLAMaps.save)")
+        return cls(**data)
 
 
 @torch.no_grad()

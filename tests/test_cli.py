@@ -1,0 +1,53 @@
+"""The ``olas`` command line: help, exit codes, a real extraction."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from olas_utils.cli import main, read_sentences
+from olas_utils.extract import OLAMaps
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "olas_utils.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_help_lists_subcommands():
+    r = run("--help")
+    assert r.returncode == 0
+    for cmd in ("models", "extract", "reproduce"):
+        assert cmd in r.stdout
+
+
+def test_bad_usage_exits_2():
+    assert run("extract").returncode == 2
+
+
+def test_missing_input_is_a_clear_error_with_exit_1(tmp_path, capsys):
+    code = main(["extract", "-m", "minilm-l6", "-i", str(tmp_path / "nope.txt"), "-o", str(tmp_path / "o.pt")])
+    assert code == 1
+    assert "nope.txt does not exist" in capsys.readouterr().err
+
+
+def test_read_sentences(tmp_path):
+    f = tmp_path / "s.txt"
+    f.write_text("The cat sat .\n\n  A  dog  \n", encoding="utf-8")
+    assert read_sentences(f) == [["The", "cat", "sat", "."], ["A", "dog"]]
+    (tmp_path / "e.txt").write_text("\n \n")
+    with pytest.raises(ValueError, match="no sentence"):
+        read_sentences(tmp_path / "e.txt")
+
+
+@pytest.mark.real_model
+def test_extract_writes_loadable_maps(tmp_path):
+    f = tmp_path / "s.txt"
+    f.write_text("The cat sat on the mat .\nHello world\n", encoding="utf-8")
+    out = tmp_path / "maps.pt"
+    r = run("extract", "-m", "minilm-l6", "-i", str(f), "-o", str(out), "--orders", "1", "2", "--level", "word", "-q")
+    assert r.returncode == 0, r.stderr
+    maps = OLAMaps.load(out)
+    assert maps.level == "word" and maps.keys() == ["ola:1", "ola:2", "rollout", "layer:0", "layer:-1"]
+    assert maps["ola:2"][0].shape == (7, 7) and maps["ola:2"][1].shape == (2, 2)
+    assert torch.isfinite(maps["ola:1"][0]).all()
