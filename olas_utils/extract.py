@@ -137,6 +137,24 @@ class OLAMaps:
         """``(C, T_i, T_i)`` channels of sentence ``i`` for the given names."""
         return torch.stack([self[k][i] for k in keys])
 
+    def to_words(self) -> "OLAMaps":
+        """The same maps pooled to word level (see :func:`~olas_utils.align.pool_to_words`),
+        so one subword-level extraction serves both protocols.
+
+        Raises:
+            ValueError: if the maps are already at word level.
+        """
+        if self.level == "word":
+            raise ValueError("these maps are already at word level")
+        maps: dict[str, list] = {k: [] for k in self.maps}
+        special: dict[str, list] = {k: [] for k in self.maps}
+        for key, per_sentence in self.maps.items():
+            for m, wid, words in zip(per_sentence, self.word_ids, self.words):
+                wm, sp = pool_to_words(m, wid, len(words))
+                maps[key].append(wm)
+                special[key].append(sp)
+        return dataclasses.replace(self, maps=maps, special=special, level="word")
+
     def save(self, path: str | Path) -> Path:
         """Write the maps and their provenance to ``path`` (``torch.save`` of plain
         containers; written to a temporary file, then renamed). Returns the path."""
@@ -231,7 +249,6 @@ def extract_ola(
     lengths = batch_all.lengths
     keys = [f"ola:{k}" for k in wanted] + (["rollout"] if rollout else []) + [f"layer:{i}" for i in layers]
     out: dict[str, list] = {k: [None] * len(lengths) for k in keys}
-    special: dict[str, list] = {k: [None] * len(lengths) for k in keys} if level == "word" else {}
     word_ids = [batch_all.word_ids[i, : lengths[i]].clone() for i in range(len(lengths))]
 
     buckets = length_buckets(lengths, batch_size)
@@ -251,13 +268,9 @@ def extract_ola(
             for key, val in results.items():
                 val = val.float().cpu()
                 for row, i in enumerate(idx):
-                    m = val[row, : lengths[i], : lengths[i]]
-                    if level == "word":
-                        m, sp = pool_to_words(m, word_ids[i], len(batch_all.words[i]))
-                        special[key][i] = sp
-                    out[key][i] = m.contiguous()
+                    out[key][i] = val[row, : lengths[i], : lengths[i]].contiguous()
             del acc, results
-    return OLAMaps(
+    res = OLAMaps(
         maps=out,
         tokens=batch_all.tokens,
         words=batch_all.words,
@@ -265,8 +278,8 @@ def extract_ola(
         model_name=model_name or str(getattr(model, "name_or_path", type(model).__name__)),
         num_layers=n_layers,
         is_causal=causal,
-        level=level,
+        level="subword",
         capture_path=cap.path,
         dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
-        special=special,
     )
+    return res.to_words() if level == "word" else res
