@@ -1,0 +1,48 @@
+"""Notebook 02's table logic on hand-made inputs (the real run is the notebook smoke test)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from olas_utils import crosslm
+
+
+def frame():
+    rows = []
+    for control, h1 in (("none", [0.9, 0.7]), ("random", [0.1, 0.2])):
+        for (t, s), v in zip((("a", "b"), ("b", "a")), h1):
+            rows.append({"family": "causal", "control": control, "protocol": "paper", "key": "ola:1", "metric": "ssim",
+                         "target": t, "source": s, "n": 10, "hit@1": v, "hit@5": min(1.0, v + 0.1)})
+    return pd.DataFrame(rows)
+
+
+def test_summary_means_and_ranges_by_hand():
+    s = crosslm.retrieval_summary(frame())
+    r = s[s.control == "none"].iloc[0]
+    assert r["pairs"] == 2 and r["hit@1"] == pytest.approx(0.8) and r["hit@1 min"] == 0.7 and r["hit@1 max"] == 0.9
+    assert r["hit@5"] == pytest.approx(0.9) and r["chance@1"] == pytest.approx(0.1)
+
+
+def test_comparison_uses_the_run_numbers_and_judges_controls():
+    s = crosslm.retrieval_summary(frame())
+    text = crosslm.comparison_markdown(s, None, n_chunks=10)
+    assert "Hit@1 80.0 %" in text and "70.0 %–90.0 %" in text and "inside that range" not in text
+    assert "below it" in text  # 80 % < the paper's 84 %
+    assert "control, random" in text and "collapses" in text and "does NOT collapse" not in text
+    f = frame()
+    f.loc[f.control == "random", "hit@1"] = 0.85
+    text = crosslm.comparison_markdown(crosslm.retrieval_summary(f), None, n_chunks=10)
+    assert "does NOT collapse" in text
+
+
+def test_write_table_and_hit_matrix(tmp_path):
+    csv, md = crosslm.write_table(crosslm.retrieval_summary(frame()), tmp_path / "t")
+    assert pd.read_csv(csv).shape[0] == 2 and md.read_text().startswith("| protocol")
+    fig = crosslm.hit_matrix_figure(frame(), protocol="paper", key="ola:1")
+    img = np.ma.filled(fig.axes[0].images[0].get_array().astype(float), np.nan)
+    assert np.isnan(img[0, 0]) and img[0, 1] == pytest.approx(0.9) and img[1, 0] == pytest.approx(0.7)
+
+
+def test_unknown_control_is_rejected():
+    with pytest.raises(ValueError, match="unknown control"):
+        crosslm.extract_images([], [], orders=[1], baselines=[], protocols=["paper"], controls=["bogus"])
