@@ -86,6 +86,8 @@ __all__ = [
     "default_cache_root",
     "extract_to_cache",
     "open_cache",
+    "shard_root",
+    "merge_shards",
 ]
 
 #: Version of the folder layout; part of the manifest.
@@ -510,6 +512,7 @@ def extract_to_cache(
     device: str | torch.device | None = None,
     cache_dir: str | os.PathLike | None = None,
     on_batch: Callable[[int, int], None] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> CachedImages:
     """Extract OLA images of a corpus into a resumable on-disk cache (or reuse it).
 
@@ -543,6 +546,11 @@ def extract_to_cache(
         cache_dir: OLAS cache folder for the default ``cache_root``.
         on_batch: called as ``on_batch(batches_done, n_batches)`` after each committed batch
             (an exception raised there stops the run; the cache stays resumable).
+        shard: ``(index, count)`` for multi-process extraction: this process computes only
+            the batches ``b`` of the full plan with ``b % count == index`` (the very same
+            batches as a single-process run) into its own shard folder
+            ``<cache_root>.shard-III-of-NNN``; :func:`merge_shards` then assembles the cache.
+            ``None`` or ``(0, 1)``: no sharding.
 
     Returns:
         :class:`CachedImages` of the complete cache.
@@ -615,6 +623,13 @@ def extract_to_cache(
         "versions": _versions(),
     }
     root = Path(cache_root).expanduser() if cache_root is not None else default_cache_root(manifest, cache_dir)
+    if shard is not None and shard[1] > 1:
+        index, count = shard
+        if not 0 <= index < count:
+            raise ValueError(f"shard index {index} is outside 0..{count - 1}")
+        root = shard_root(root, index, count)
+        manifest["shard"] = [index, count]
+        plan = [batch for b, batch in enumerate(plan) if b % count == index]
     with _io(root, "create the cache folder"):
         root.mkdir(parents=True, exist_ok=True)
 
@@ -715,3 +730,90 @@ def _run(root: Path, lm, chunks, plan, state, *, keys, orders, rollout, layers, 
             del mm
         mms.clear()
         del lengths
+
+
+# --------------------------------------------------------------------------------------
+# Sharding across processes
+# --------------------------------------------------------------------------------------
+
+_SHARD_RE = re.compile(r"^(?P<name>.+)\.shard-(?P<index>\d{3})-of-(?P<count>\d{3})$")
+
+
+def shard_root(root: str | os.PathLike, index: int, count: int) -> Path:
+    """Folder of shard ``index`` of ``count`` of the cache at ``root``:
+    ``<root>.shard-III-of-NNN`` (beside the final cache, never inside it)."""
+    root = Path(root)
+    return root.with_name(f"{root.name}.shard-{index:03d}-of-{count:03d}")
+
+
+def merge_shards(any_shard_root: str | os.PathLike, *, remove_shards: bool = False) -> CachedImages:
+    """Assemble the cache from its complete shards (deterministic: row ``i`` comes from the
+    shard that computed chunk ``i``, and the batches are those of a single-process run, so
+    the merged arrays equal a single-process run's bit for bit).
+
+    Args:
+        any_shard_root: the folder of any shard (``<root>.shard-III-of-NNN``).
+        remove_shards: delete the shard folders after a successful merge.
+
+    Returns:
+        The merged :class:`CachedImages` at ``<root>``.
+
+    Raises:
+        ValueError: if the folder name is not a shard's, or the shards' settings differ.
+        RuntimeError: if a shard is missing or incomplete (naming it).
+        CacheMismatchError: if ``<root>`` holds a cache with other settings.
+    """
+    import shutil
+
+    m = _SHARD_RE.match(Path(any_shard_root).name)
+    if m is None:
+        raise ValueError(f"{any_shard_root} is not a shard folder (<root>.shard-III-of-NNN)")
+    root = Path(any_shard_root).with_name(m["name"])
+    count = int(m["count"])
+    shards = [CachedImages(shard_root(root, i, count)) if (shard_root(root, i, count) / _MANIFEST).is_file() else None
+              for i in range(count)]
+    for i, sh in enumerate(shards):
+        if sh is None or not sh.complete:
+            raise RuntimeError(f"shard {i} of {count} ({shard_root(root, i, count)}) is missing or incomplete; "
+                               f"run its process again (it resumes) before merging")
+    manifest = {k: v for k, v in shards[0].manifest.items() if k != "shard"}
+    for i, sh in enumerate(shards[1:], 1):
+        diff = _diff({k: v for k, v in sh.manifest.items() if k != "shard"}, manifest)
+        if diff:
+            raise ValueError(f"shard {i} was made with other settings than shard 0: {sorted(diff)}")
+    plans = [sh.plan for sh in shards]
+    n_batches = sum(len(p) for p in plans)
+    full_plan = [plans[b % count][b // count] for b in range(n_batches)]
+    if _sha256_text(_canonical(full_plan)) != manifest["plan_sha256"]:
+        raise ValueError("the shards' batches do not add up to the planned batches")
+    with _io(root, "create the cache folder"):
+        root.mkdir(parents=True, exist_ok=True)
+    with _locked(root):
+        mpath = root / _MANIFEST
+        if mpath.is_file():
+            diff = _diff(_read_json(mpath), manifest)
+            if diff:
+                raise CacheMismatchError(f"{root} holds a cache with other settings ({', '.join(diff)})",
+                                         path=root, fields=diff)
+            if CachedImages(root).complete:
+                return CachedImages(root)
+        keys = list(manifest["keys"])
+        _init(root, manifest, full_plan, keys, int(manifest["image_size"]))
+        for key in keys + [None]:
+            name = _LENGTHS if key is None else key_filename(key)
+            with _io(root / name, "write"):
+                out = np.lib.format.open_memmap(root / name, mode="r+")
+                for sh, plan in zip(shards, plans):
+                    src = np.load(sh.root / name, mmap_mode="r")
+                    for batch in plan:
+                        out[batch] = src[batch]
+                out.flush()
+                del out
+        _write_json_atomic(root / _PROGRESS, {
+            "batches_done": n_batches, "n_batches": n_batches, "chunks_done": int(manifest["n_chunks"]),
+            "complete": True, "devices": sorted({d for sh in shards for d in sh.progress.get("devices", [])}),
+            "merged_from": count, "updated": time.time()})
+    if remove_shards:
+        for i in range(count):
+            shutil.rmtree(shard_root(root, i, count))
+    return CachedImages(root)
