@@ -136,7 +136,7 @@ class OrderAccumulator:
         if top >= 1:  # S_0 = I, so A·S_0 = A
             self._sums[1].add_(a)
         if self._rollout is not None:
-            self._rollout = self._rollout + torch.bmm(a, self._rollout)
+            self._rollout = torch.baddbmm(self._rollout, a, self._rollout)
         if self.n_added in self._keep:
             self.layers[self.n_added] = a.clone()
         self.n_added += 1

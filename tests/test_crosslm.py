@@ -28,7 +28,7 @@ def test_comparison_uses_the_run_numbers_and_judges_controls():
     text = crosslm.comparison_markdown(s, None, n_chunks=10)
     assert "Hit@1 80.0 %" in text and "70.0 %–90.0 %" in text and "inside that range" not in text
     assert "below it" in text  # 80 % < the paper's 84 %
-    assert "control, random" in text and "collapses" in text and "does NOT collapse" not in text
+    assert "control, randomly re-initialised weights" in text and "collapses" in text and "does NOT collapse" not in text
     f = frame()
     f.loc[f.control == "random", "hit@1"] = 0.85
     text = crosslm.comparison_markdown(crosslm.retrieval_summary(f), None, n_chunks=10)
