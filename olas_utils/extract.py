@@ -237,6 +237,7 @@ def extract_ola(
         raise RuntimeError("the model is in training mode (dropout on attention); call model.eval() first")
     n_layers = num_attention_layers(model)
     wanted = check_orders(orders, n_layers)
+    layers = list(layers)
     layer_idx = [parse_key(f"layer:{i}", n_layers)[1] % n_layers for i in layers]
     if device is not None:
         from .settings import resolve_device
