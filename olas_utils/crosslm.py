@@ -280,7 +280,7 @@ def hit_matrix_figure(frame: pd.DataFrame, *, protocol: str, key: str, metric: s
 
     sub = frame[(frame.protocol == protocol) & (frame.key == key) & (frame.metric == metric) & (frame.control == control)]
     fams = [f for f in ("encoder", "causal") if (sub.family == f).any()]
-    fig, axes = plt.subplots(1, len(fams), figsize=(3.6 * len(fams) + 0.8, 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(fams), figsize=(4.2 * len(fams) + 0.8, 3.8), squeeze=False, layout="constrained")
     for ax, fam in zip(axes[0], fams):
         s = sub[sub.family == fam]
         names = list(dict.fromkeys(list(s.target) + list(s.source)))
@@ -296,7 +296,8 @@ def hit_matrix_figure(frame: pd.DataFrame, *, protocol: str, key: str, metric: s
                     ax.text(j, i, f"{mat[i, j]:.2f}", ha="center", va="center", fontsize=8,
                             color="white" if mat[i, j] < 0.6 else "black")
         ax.set_xlabel("source (searched)")
-        ax.set_ylabel("target (query)")
+        if ax is axes[0][0]:
+            ax.set_ylabel("target (query)")
         ax.set_title(f"{fam}", fontsize=9)
     fig.colorbar(im, ax=axes[0].tolist(), fraction=0.03)
     fig.suptitle(f"Hit@{k} by {metric.upper()} — {key_label(key)}, {protocol} protocol" + ("" if control == "none" else f", {control} control"), fontsize=10)
