@@ -89,7 +89,9 @@ class OrderAccumulator:
     num_layers: int | None = None
     dtype: torch.dtype = torch.float32
     n_added: int = 0
-    _sums: list[torch.Tensor] = field(default_factory=list, repr=False)
+    _sums: list[torch.Tensor | None] = field(default_factory=list, repr=False)
+    _shape: torch.Size | None = field(default=None, repr=False)
+    _device: torch.device | None = field(default=None, repr=False)
     _rollout: torch.Tensor | None = field(default=None, repr=False)
     layers: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
 
@@ -121,14 +123,14 @@ class OrderAccumulator:
         if self.num_layers is not None and self.n_added >= self.num_layers:
             raise RuntimeError(f"more than num_layers={self.num_layers} layers were added")
         a = attention.to(self.dtype)
-        if not self._sums:
-            b, t, _ = a.shape
-            eye = torch.eye(t, dtype=self.dtype, device=a.device).expand(b, t, t).contiguous()
-            self._sums = [eye] + [torch.zeros_like(eye) for _ in range(self.max_order)]
+        if self.n_added == 0:
+            # S_0 = I is never stored: A·S_0 = A (below) and ola(0) builds it on demand.
+            self._sums = [None] + [torch.zeros_like(a) for _ in range(self.max_order)]
+            self._shape, self._device = a.shape, a.device
             if self.rollout:
-                self._rollout = eye.clone()
-        elif a.shape != self._sums[0].shape:
-            raise ValueError(f"attention shape {tuple(a.shape)} differs from earlier layers' {tuple(self._sums[0].shape)}")
+                self._rollout = self._identity()
+        elif a.shape != self._shape:
+            raise ValueError(f"attention shape {tuple(a.shape)} differs from earlier layers' {tuple(self._shape)}")
         # k from high to low so that S_{k-1} is still the previous layer's value.
         top = min(self.max_order, self.n_added + 1)
         for k in range(top, 1, -1):
@@ -140,6 +142,10 @@ class OrderAccumulator:
         if self.n_added in self._keep:
             self.layers[self.n_added] = a.clone()
         self.n_added += 1
+
+    def _identity(self) -> torch.Tensor:
+        b, t, _ = self._shape
+        return torch.eye(t, dtype=self.dtype, device=self._device).expand(b, t, t).contiguous()
 
     def _check_complete(self) -> int:
         if self.n_added == 0:
@@ -158,6 +164,8 @@ class OrderAccumulator:
         check_orders([order], n)
         if order > self.max_order:
             raise ValueError(f"order {order} was not accumulated (max_order={self.max_order})")
+        if order == 0:
+            return self._identity()
         return self._sums[order] / comb(n, order)
 
     def rollout_map(self) -> torch.Tensor:
