@@ -18,15 +18,19 @@ fast tokenizers return on the text ``" ".join(words)``:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
-__all__ = ["TokenizedBatch", "tokenize_words", "pool_to_words", "SPECIAL"]
+__all__ = ["TokenizedBatch", "tokenize_words", "pool_to_words", "SPECIAL", "TRUNCATION"]
 
 #: word id of special tokens (BOS, EOS, CLS, SEP, ...).
 SPECIAL = -1
+
+#: values of ``truncation`` (:func:`tokenize_words`, :func:`olas_utils.extract.extract_ola`).
+TRUNCATION = ("error", "warn")
 
 
 @dataclass
@@ -107,53 +111,132 @@ def _assign_words(offsets: list[tuple[int, int]], special: list[int], spans: lis
     return ids
 
 
-def tokenize_words(
-    tokenizer,
-    sentences: Sequence[Sequence[str]],
-    *,
-    max_length: int | None = None,
-) -> TokenizedBatch:
-    """Tokenise sentences given as word lists, with the tokenizer's own special tokens.
+def _cut_point(word_ids: list[int], n_special: int, max_length: int) -> int:
+    """Largest number of leading words whose subwords plus the special tokens fit in
+    ``max_length`` tokens (word ids as from :func:`_assign_words`)."""
+    budget = max_length - n_special
+    counts: dict[int, int] = {}
+    for w in word_ids:
+        if w != SPECIAL:
+            counts[w] = counts.get(w, 0) + 1
+    used, keep = 0, 0
+    for w in sorted(counts):
+        if used + counts[w] > budget:
+            break
+        used += counts[w]
+        keep = w + 1
+    return keep
 
-    Args:
-        tokenizer: a Hugging Face *fast* tokenizer (needs offset mappings).
-        sentences: B sentences, each a list of words (non-empty strings).
-        max_length: if given, a sentence with more tokens raises ``ValueError``
-            (OLAS never truncates silently).
 
-    Returns:
-        A right-padded :class:`TokenizedBatch`.
-
-    Raises:
-        TypeError: if a sentence is a plain string or a word is not a string, or the
-            tokenizer is not a fast tokenizer.
-        ValueError: on an empty sentence, an empty/whitespace word, a word that yields no
-            subword (naming it), or a sentence longer than ``max_length``.
-    """
-    if not getattr(tokenizer, "is_fast", False):
-        raise TypeError(
-            f"{type(tokenizer).__name__} is not a fast tokenizer; OLAS needs offset mappings. "
-            "Load it with AutoTokenizer.from_pretrained(..., use_fast=True)."
-        )
-    sentences = [_validate_words(s, i) for i, s in enumerate(sentences)]
-    texts = [" ".join(s) for s in sentences]
-    enc = tokenizer(
+def _encode(tokenizer, texts: list[str]):
+    return tokenizer(
         texts,
         add_special_tokens=True,
         return_offsets_mapping=True,
         return_special_tokens_mask=True,
         return_attention_mask=True,
     )
+
+
+def _too_long_message(i: int, n_tokens: int, max_length: int) -> str:
+    return (
+        f"sentence {i} has {n_tokens} tokens, more than the model's maximum of {max_length} "
+        f"(max_length); split it into shorter sentences, or pass truncation='warn' to cut it at a "
+        f"word boundary (with a warning)"
+    )
+
+
+def tokenize_words(
+    tokenizer,
+    sentences: Sequence[Sequence[str]],
+    *,
+    max_length: int | None = None,
+    truncation: str = "error",
+) -> TokenizedBatch:
+    """Tokenise sentences given as word lists, with the tokenizer's own special tokens.
+
+    Args:
+        tokenizer: a Hugging Face *fast* tokenizer (needs offset mappings).
+        sentences: B sentences, each a list of words (non-empty strings).
+        max_length: the most tokens (special tokens included) a sentence may have; None
+            for no limit.
+        truncation: what to do with a sentence longer than ``max_length``:
+            ``"error"`` (default; OLAS never truncates silently) raises ``ValueError``
+            naming the sentence, its token count and the maximum; ``"warn"`` keeps the
+            longest run of leading *whole words* that fits (the cut sentence is
+            re-tokenised, so it is exactly the input a user would get by passing the cut
+            word list) and issues one ``UserWarning`` naming every cut sentence with the
+            words and tokens removed. The returned ``words`` are the cut lists.
+
+    Returns:
+        A right-padded :class:`TokenizedBatch` of ``(B, T)`` tensors, ``T`` the longest
+        sentence's token count (``<= max_length``).
+
+    Raises:
+        TypeError: if a sentence is a plain string or a word is not a string, or the
+            tokenizer is not a fast tokenizer.
+        ValueError: on an empty sentence, an empty/whitespace word, a word that yields no
+            subword (naming it), no sentence at all, an unknown ``truncation``, a sentence longer than
+            ``max_length`` with ``truncation="error"``, or (``"warn"``) a sentence whose
+            first word alone does not fit.
+    """
+    if truncation not in TRUNCATION:
+        raise ValueError(f"truncation must be 'error' or 'warn', got {truncation!r}")
+    if max_length is not None and max_length < 1:
+        raise ValueError(f"max_length must be a positive number of tokens, got {max_length}")
+    if not getattr(tokenizer, "is_fast", False):
+        raise TypeError(
+            f"{type(tokenizer).__name__} is not a fast tokenizer; OLAS needs offset mappings. "
+            "Load it with AutoTokenizer.from_pretrained(..., use_fast=True)."
+        )
+    sentences = [_validate_words(s, i) for i, s in enumerate(sentences)]
+    if not sentences:
+        raise ValueError("no sentences given; pass a list of sentences, each a list of words")
+    enc = _encode(tokenizer, [" ".join(s) for s in sentences])
+    rows = [
+        (enc["input_ids"][i], enc["offset_mapping"][i], enc["special_tokens_mask"][i]) for i in range(len(sentences))
+    ]
+    cuts: list[str] = []
+    for i, words in enumerate(sentences):
+        ids, offsets, special = rows[i]
+        if max_length is None or len(ids) <= max_length:
+            continue
+        if truncation == "error":
+            raise ValueError(_too_long_message(i, len(ids), max_length))
+        n_tokens, n_words = len(ids), len(words)
+        # cut at a word boundary, re-tokenise the cut text, and shorten further in the rare
+        # case a tokenizer merges differently at the new end
+        keep = _cut_point(_assign_words(offsets, special, _word_spans(words)), sum(special), max_length)
+        while True:
+            if keep < 1:
+                raise ValueError(
+                    f"sentence {i}: its first word alone ({words[0][:40]!r}...) has more tokens than the "
+                    f"model's maximum of {max_length}; split that word (truncation='warn' cuts only at "
+                    f"word boundaries)"
+                )
+            cut = _encode(tokenizer, [" ".join(words[:keep])])
+            if len(cut["input_ids"][0]) <= max_length:
+                break
+            keep -= 1
+        sentences[i] = words[:keep]
+        rows[i] = (cut["input_ids"][0], cut["offset_mapping"][0], cut["special_tokens_mask"][0])
+        cuts.append(
+            f"sentence {i}: {n_tokens} → {len(rows[i][0])} tokens, kept the first {keep} of {n_words} words "
+            f"({n_words - keep} words, {n_tokens - len(rows[i][0])} tokens cut)"
+        )
+    if cuts:
+        shown = "; ".join(cuts[:10]) + (f"; and {len(cuts) - 10} more" if len(cuts) > 10 else "")
+        warnings.warn(
+            f"{len(cuts)} sentence(s) longer than the model's maximum of {max_length} tokens were cut at a "
+            f"word boundary (truncation='warn'): {shown}",
+            UserWarning,
+            stacklevel=2,
+        )
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     rows_ids, rows_words, tokens = [], [], []
     for i, words in enumerate(sentences):
-        ids = enc["input_ids"][i]
-        if max_length is not None and len(ids) > max_length:
-            raise ValueError(
-                f"sentence {i} has {len(ids)} tokens, more than max_length={max_length}; "
-                "split it or raise max_length"
-            )
-        wid = _assign_words(enc["offset_mapping"][i], enc["special_tokens_mask"][i], _word_spans(words))
+        ids, offsets, special = rows[i]
+        wid = _assign_words(offsets, special, _word_spans(words))
         seen = set(wid)
         missing = [j for j in range(len(words)) if j not in seen]
         if missing:

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .align import pool_to_words, tokenize_words
-from .capture import AttentionCapture, is_causal_model, num_attention_layers
+from .capture import AttentionCapture, check_model, is_causal_model, num_attention_layers
 from .ola import check_orders
 
 __all__ = ["OLAMaps", "extract_ola", "max_tokens", "length_buckets", "parse_key"]
@@ -60,7 +60,13 @@ def parse_key(key: str, num_layers: int) -> tuple[str, int | None]:
 
 def max_tokens(model: torch.nn.Module, tokenizer) -> int | None:
     """The longest input the model takes, from its config (``max_position_embeddings``,
-    minus the position offset some encoders reserve) and the tokenizer."""
+    minus the position offset some encoders reserve) and the tokenizer
+    (``model_max_length``), whichever is smaller.
+
+    Returns:
+        A number of tokens, special tokens included (e.g. 512 for MiniLM), or None if
+        neither the config nor the tokenizer says.
+    """
     cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     n = getattr(cfg, "max_position_embeddings", None)
     pad = getattr(cfg, "pad_token_id", None)
@@ -193,6 +199,7 @@ def extract_ola(
     device: str | torch.device | None = None,
     progress: bool = True,
     model_name: str | None = None,
+    truncation: str = "error",
 ) -> OLAMaps:
     """Extract order-k OLA (and rollout and single-layer baselines) for sentences.
 
@@ -217,22 +224,39 @@ def extract_ola(
         device: where to run; default the model's device.
         progress: show a progress bar.
         model_name: recorded in the result; default ``model.name_or_path``.
+        truncation: a sentence with more tokens than the model takes (:func:`max_tokens`,
+            special tokens included): ``"error"`` (default) raises ``ValueError`` naming the
+            sentence, its token count and the maximum; ``"warn"`` cuts it at a word boundary
+            so it fits, with one ``UserWarning`` naming the cut sentences and the words and
+            tokens removed — the result's ``words`` and maps are those of the cut sentence,
+            identical to extracting the cut word list directly (see
+            :func:`~olas_utils.align.tokenize_words`).
 
     Returns:
-        :class:`OLAMaps` with keys ``"ola:k"`` for each order, ``"rollout"``, ``"layer:i"``.
+        :class:`OLAMaps` with keys ``"ola:k"`` for each order, ``"rollout"``, ``"layer:i"``;
+        each value a list of B float32 CPU tensors, ``(T_i, T_i)`` (subword) or
+        ``(W_i, W_i)`` (word).
+
+    Warns:
+        UserWarning: with ``truncation="warn"`` when a sentence is cut; when the model was
+            loaded with an attention implementation that returns no weights (``"sdpa"``,
+            ``"flash_attention_2"``, ...): the extraction runs the model's eager attention
+            and the implementation is restored afterwards
+            (:class:`~olas_utils.capture.AttentionCapture`).
 
     Raises:
-        ValueError: on an order outside ``0..N``, an unknown level, an empty sentence or
-            word, a word without subword, or a sentence longer than the model's maximum.
+        TypeError: if ``model`` is not a Hugging Face transformers model (e.g. a plain
+            ``torch.nn.Module``), or on malformed sentences (see
+            :func:`~olas_utils.align.tokenize_words`).
+        ValueError: on an encoder-decoder model or one without self-attention, an
+            architecture without an eager attention path, an order outside ``0..N``, an
+            unknown level or truncation, an empty sentence or word, a word without
+            subword, or (``truncation="error"``) a sentence longer than the model's maximum.
         RuntimeError: if ``model`` is in training mode (dropout would randomise attention).
     """
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
-    if getattr(model.config, "is_encoder_decoder", False):
-        raise ValueError(
-            f"{type(model).__name__} is an encoder-decoder model; OLAS supports encoder-only "
-            "and decoder-only transformers"
-        )
+    check_model(model)
     if model.training:
         raise RuntimeError("the model is in training mode (dropout on attention); call model.eval() first")
     n_layers = num_attention_layers(model)
@@ -246,7 +270,7 @@ def extract_ola(
     dev = next(model.parameters()).device
     causal = is_causal_model(model)
 
-    batch_all = tokenize_words(tokenizer, sentences, max_length=max_tokens(model, tokenizer))
+    batch_all = tokenize_words(tokenizer, sentences, max_length=max_tokens(model, tokenizer), truncation=truncation)
     lengths = batch_all.lengths
     keys = [f"ola:{k}" for k in wanted] + (["rollout"] if rollout else []) + [f"layer:{i}" for i in layers]
     out: dict[str, list] = {k: [None] * len(lengths) for k in keys}

@@ -89,3 +89,94 @@ def test_word_level_rows_plus_special_sum_to_one(zoo_model, ewt_sentences):
         m, sp = res["ola:2"][i], res.special["ola:2"][i]
         assert m.shape == (len(words), len(words))
         torch.testing.assert_close(m.sum(-1) + sp.sum(-1), torch.ones(len(words)), rtol=0, atol=1e-5)
+
+
+# -- sentences longer than the model's maximum ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def long_words():
+    """About 700 real words (EWT dev sentences run together): > 512 MiniLM tokens."""
+    from olas_utils.data import load_ud_ewt
+
+    words = []
+    for w in load_ud_ewt("dev")["words"]:
+        words.extend(w)
+        if len(words) >= 700:
+            return words
+
+
+@pytest.mark.real_model
+def test_too_long_sentence_is_an_error_by_default(zoo_model, long_words):
+    lm = zoo_model("minilm-l6")
+    from olas_utils.extract import max_tokens
+
+    assert max_tokens(lm.model, lm.tokenizer) == 512
+    with pytest.raises(ValueError, match=r"sentence 1 has \d+ tokens, more than the model's maximum of 512.*truncation='warn'"):
+        extract_ola(lm.model, lm.tokenizer, [["A", "short", "one", "."], long_words], orders=(1,), progress=False)
+    with pytest.raises(ValueError, match="truncation must be 'error' or 'warn'"):
+        extract_ola(lm.model, lm.tokenizer, [long_words], truncation="cut", progress=False)
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("level", ["subword", "word"])
+def test_truncation_warn_cuts_at_a_word_boundary(zoo_model, long_words, level):
+    from olas_utils.align import tokenize_words
+
+    lm = zoo_model("minilm-l6")
+    short = ["A", "short", "one", "."]
+    n_full = len(tokenize_words(lm.tokenizer, [long_words]).tokens[0])
+    assert n_full > 512
+    with pytest.warns(UserWarning, match=rf"sentence 1: {n_full} → \d+ tokens, kept the first \d+ of {len(long_words)} words \(\d+ words, \d+ tokens cut\)"):
+        res = extract_ola(lm.model, lm.tokenizer, [short, long_words], orders=(1, 2), level=level, truncation="warn", progress=False)
+    keep = len(res.words[1])
+    assert res.words[0] == short and res.words[1] == long_words[:keep] and 0 < keep < len(long_words)
+    # the cut is the longest whole-word prefix that fits: one more word would not
+    assert len(res.tokens[1]) <= 512
+    assert len(tokenize_words(lm.tokenizer, [long_words[: keep + 1]]).tokens[0]) > 512
+    # identical to extracting the cut sentence directly
+    direct = extract_ola(lm.model, lm.tokenizer, [short, long_words[:keep]], orders=(1, 2), level=level, progress=False)
+    assert direct.tokens == res.tokens
+    for key in res.keys():
+        for a, b in zip(res[key], direct[key]):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    side = keep if level == "word" else len(res.tokens[1])
+    assert res["ola:2"][1].shape == (side, side)
+
+
+@pytest.mark.real_model
+def test_truncation_warn_cannot_cut_inside_a_word(zoo_model):
+    from olas_utils.align import tokenize_words
+
+    tok = zoo_model("minilm-l6").tokenizer
+    with pytest.raises(ValueError, match="first word alone.*split that word"):
+        tokenize_words(tok, [["unbelievable", "b"]], max_length=2, truncation="warn")  # [CLS] [SEP] fill it
+
+
+# -- models loaded with an attention implementation that returns no weights -------------
+
+
+@pytest.mark.real_model
+def test_sdpa_loaded_model_equals_eager(zoo_model, ewt_sentences):
+    import transformers
+
+    from olas_utils.zoo import prepared_dir
+
+    eager = zoo_model("minilm-l6")
+    sdpa = transformers.AutoModel.from_pretrained(prepared_dir("minilm-l6"), attn_implementation="sdpa").eval()
+    assert sdpa.config._attn_implementation == "sdpa"
+    kw = dict(orders=(1, 2, 3), level="word", progress=False)
+    ref = extract_ola(eager.model, eager.tokenizer, ewt_sentences[:4], **kw)
+    for impl in ("sdpa", "flash_attention_2"):  # fa2 is not installed: simulated through the config
+        sdpa.config._attn_implementation = impl
+        with pytest.warns(UserWarning, match=rf"attn_implementation='{impl}'.*switched"):
+            res = extract_ola(sdpa, eager.tokenizer, ewt_sentences[:4], **kw)
+        assert sdpa.config._attn_implementation == impl
+        assert all(layer.attention.self.config._attn_implementation == impl for layer in sdpa.encoder.layer)
+        for key in ref.keys():
+            for a, b in zip(res[key], ref[key]):
+                torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+    # and the model still runs with its own implementation afterwards
+    sdpa.config._attn_implementation = "sdpa"
+    with torch.no_grad():
+        sdpa(**{k: v for k, v in eager.tokenizer("hello world", return_tensors="pt").items()})
