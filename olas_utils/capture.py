@@ -22,7 +22,14 @@ Three paths, chosen per model by :func:`capture_path`:
     afterwards. Correct but memory-hungry; a warning says so.
 
 The model's attention implementation is switched only inside the ``with`` block and
-restored on exit.
+restored on exit, exactly as it was (every sub-config included), even when the original
+cannot be re-selected on this machine (e.g. ``"flash_attention_2"`` without the package).
+A model loaded with an implementation that returns no attention weights (``"sdpa"``,
+``"flash_attention_2"``, ``"flex_attention"``, ...) is captured through its eager attention
+instead, with a ``UserWarning`` saying so; an architecture without an eager attention path
+is a clear ``ValueError`` before anything is changed. :func:`check_model` rejects what is
+not an encoder-only or decoder-only transformer (plain ``torch.nn`` modules, models without
+attention, encoder-decoders) with a message saying what to pass instead.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import contextvars
 import importlib
 import inspect
 import logging
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -39,7 +47,10 @@ import torch
 
 from .ola import OrderAccumulator, check_orders
 
-__all__ = ["AttentionCapture", "is_causal_config", "is_causal_model", "HookSpec", "HOOK_SPECS", "capture_path", "num_attention_layers", "head_average"]
+__all__ = [
+    "AttentionCapture", "is_causal_config", "is_causal_model", "HookSpec", "HOOK_SPECS", "capture_path",
+    "num_attention_layers", "head_average", "check_model", "NO_WEIGHTS_IMPLEMENTATIONS",
+]
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +87,10 @@ def num_attention_layers(model: torch.nn.Module) -> int:
     cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     n = getattr(cfg, "num_hidden_layers", None)
     if not isinstance(n, int) or n < 1:
-        raise ValueError(f"cannot tell the number of layers of {type(model).__name__}: its config has no num_hidden_layers")
+        raise ValueError(
+            f"cannot tell the number of layers of {type(model).__name__}: its config has no num_hidden_layers "
+            "(OLAS needs an encoder-only or decoder-only transformer with self-attention layers)"
+        )
     return n
 
 
@@ -144,6 +158,82 @@ def capture_path(model: torch.nn.Module) -> str:
     return "output_attentions"
 
 
+_HF_HINT = (
+    "pass a Hugging Face transformers model, e.g. olas_utils.zoo.load_model(name).model or "
+    "transformers.AutoModel.from_pretrained(path, attn_implementation='eager')"
+)
+
+#: Attention implementations known to return no attention weights. Any implementation
+#: other than ``"eager"`` is treated the same way; this list only documents the usual ones.
+NO_WEIGHTS_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "flash_attention_3", "flex_attention", "paged_attention")
+
+
+def check_model(model: Any) -> None:
+    """Check that ``model`` is something OLAS can capture: a ``torch.nn.Module`` with a
+    ``transformers`` config, encoder-only or decoder-only, with self-attention layers.
+
+    Raises:
+        TypeError: if ``model`` is not a ``torch.nn.Module`` with a ``transformers`` config
+            (e.g. a plain ``torch.nn.Linear``, a torchvision model, a tokenizer passed by
+            mistake), naming what to pass instead.
+        ValueError: for an encoder-decoder model, a config without ``num_hidden_layers``,
+            or a model without self-attention (no attention interface, no hook spec and no
+            submodule whose class name contains "Attention": e.g. a state-space model
+            such as Mamba, or a CNN).
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"expected a transformers model (torch.nn.Module), got {type(model).__name__}; {_HF_HINT}")
+    cfg = getattr(model, "config", None)
+    try:
+        from transformers import PretrainedConfig
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        PretrainedConfig = ()  # type: ignore[assignment]
+    if not isinstance(cfg, PretrainedConfig):
+        raise TypeError(
+            f"{type(model).__name__} is not a Hugging Face transformers model (it has no transformers config); "
+            f"OLAS reads self-attention of encoder-only and decoder-only transformers: {_HF_HINT}"
+        )
+    if getattr(cfg, "is_encoder_decoder", False):
+        raise ValueError(
+            f"{type(model).__name__} is an encoder-decoder model; OLAS supports encoder-only and decoder-only "
+            "transformers (for an encoder-decoder, pass its encoder or decoder stack only if it is a "
+            "standalone model, e.g. a BERT- or GPT-style checkpoint)"
+        )
+    num_attention_layers(model)
+    if capture_path(model) == "output_attentions" and not any("attention" in type(m).__name__.lower() for m in model.modules()):
+        raise ValueError(
+            f"{type(model).__name__} has no self-attention layers OLAS can read: no submodule is an attention "
+            "module, it does not use the attention interface and has no hook spec in "
+            "olas_utils.capture.HOOK_SPECS (is it a transformer? state-space and convolutional models have no "
+            "attention to analyse)"
+        )
+
+
+def _all_configs(model: torch.nn.Module) -> list:
+    """Every config object whose attention implementation a switch may change: the model's,
+    each sub-model's, and their registered sub-configs, at any depth (each once)."""
+    seen: dict[int, Any] = {}
+    todo = [getattr(m, "config", None) for m in model.modules()]
+    while todo:
+        cfg = todo.pop()
+        if cfg is None or id(cfg) in seen or not hasattr(cfg, "sub_configs"):
+            continue
+        seen[id(cfg)] = cfg
+        todo.extend(getattr(cfg, k, None) for k in cfg.sub_configs)
+    return list(seen.values())
+
+
+def _missing_eager(model: torch.nn.Module) -> list[str]:
+    """Python modules of ``model`` that dispatch attention through the interface but define
+    no ``eager_attention_forward`` for OLAS to call."""
+    bad = []
+    for name in dict.fromkeys(type(m).__module__ for m in model.modules()):
+        pymod = sys.modules.get(name)
+        if pymod is not None and hasattr(pymod, "ALL_ATTENTION_FUNCTIONS") and not hasattr(pymod, "eager_attention_forward"):
+            bad.append(name)
+    return bad
+
+
 def head_average(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Average attention over heads, with padded query rows and key columns set to zero.
 
@@ -183,7 +273,9 @@ def _eager_for(module: torch.nn.Module) -> Callable:
     if fn is None:
         raise RuntimeError(
             f"{type(module).__name__} ({type(module).__module__}) has no eager_attention_forward; "
-            "OLAS cannot read its attention weights through the attention interface"
+            "OLAS cannot read its attention weights through the attention interface; this architecture has "
+            "no eager attention path OLAS can capture (use an encoder-only or decoder-only model with eager "
+            "attention, or add a HookSpec for it in olas_utils.capture.HOOK_SPECS)"
         )
     return fn
 
@@ -232,8 +324,20 @@ class AttentionCapture:
         path: force a capture path (``"interface"``, ``"hook"``, ``"output_attentions"``);
             default :func:`capture_path`.
 
+    Attention implementations: inside the ``with`` block the ``"interface"`` path runs the
+    model's own eager attention whatever the model was loaded with; a model loaded with an
+    implementation that returns no weights (``"sdpa"``, ``"flash_attention_2"``, ...) gets
+    a ``UserWarning`` saying so. The ``"output_attentions"`` path switches such a model to
+    ``"eager"`` (with the same warning) when the architecture allows it; if it does not,
+    and the forward pass returns no weights, :meth:`forward` raises a ``RuntimeError``
+    saying to reload the model with ``attn_implementation="eager"``. On exit every
+    config's implementation is restored exactly as it was.
+
     Raises:
-        ValueError: if ``max_order`` is outside ``0..N``.
+        TypeError, ValueError: for what is not an encoder-only or decoder-only transformer
+            (:func:`check_model`).
+        ValueError: if ``max_order`` is outside ``0..N``; on entering, if the architecture
+            has no eager attention path (``eager_attention_forward``) to capture.
     """
 
     def __init__(
@@ -245,6 +349,7 @@ class AttentionCapture:
         keep_layers: Sequence[int] = (),
         path: str | None = None,
     ) -> None:
+        check_model(model)
         self.model = model
         self.num_layers = num_attention_layers(model)
         check_orders([max_order], self.num_layers)
@@ -256,34 +361,80 @@ class AttentionCapture:
             raise ValueError(f"unknown capture path {self.path!r}")
         self._handles: list[Any] = []
         self._previous_impl: Any = None
+        self._saved_impls: list[tuple[Any, Any]] = []
         self._layer_order: list[int] | None = None
         self._entered = False
         self._forward_params = frozenset(inspect.signature(model.forward).parameters)
 
     # -- context management -------------------------------------------------------------
     def __enter__(self) -> "AttentionCapture":
+        impl = getattr(self.model.config, "_attn_implementation", None)
+        self._previous_impl = impl
+        self._saved_impls = [(c, getattr(c, "_attn_implementation_internal", None)) for c in _all_configs(self.model)]
+        try:
+            self._switch(impl)
+        except BaseException:
+            self._restore()
+            raise
+        self._entered = True
+        return self
+
+    def _switch(self, impl: Any) -> None:
+        name = type(self.model).__name__
+        no_weights = impl not in (None, "eager", CAPTURE_IMPLEMENTATION)
         if self.path == "interface":
+            bad = _missing_eager(self.model)
+            if bad:
+                raise ValueError(
+                    f"{name} has no eager attention path OLAS can capture: {', '.join(bad)} dispatch(es) "
+                    "attention through transformers' attention interface but define no eager_attention_forward. "
+                    "Use a model whose architecture has eager attention, or add a HookSpec for it in "
+                    "olas_utils.capture.HOOK_SPECS."
+                )
+            if no_weights:
+                warnings.warn(
+                    f"{name} uses attn_implementation={impl!r}, which returns no attention weights; OLAS switched "
+                    f"it to its eager-based capture ({CAPTURE_IMPLEMENTATION!r}, the model's own eager attention) "
+                    f"for this extraction and restores {impl!r} afterwards. Load the model with "
+                    "attn_implementation='eager' to silence this warning.",
+                    UserWarning,
+                    stacklevel=3,
+                )
             _register_interface()
-            self._previous_impl = self.model.config._attn_implementation
             self.model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
         elif self.path == "hook":
             self._install_hooks()
         else:
+            if no_weights and getattr(type(self.model), "_can_set_attn_implementation", lambda: False)():
+                warnings.warn(
+                    f"{name} uses attn_implementation={impl!r}, which returns no attention weights; OLAS switched "
+                    f"it to 'eager' for this extraction and restores {impl!r} afterwards. Load the model with "
+                    "attn_implementation='eager' to silence this warning.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                self.model.set_attn_implementation("eager")
+            # an architecture that cannot switch at run time either returns weights anyway
+            # (e.g. Falcon computes them when asked) or forward() says to reload with eager
             warnings.warn(
-                f"{type(self.model).__name__} neither uses the attention interface nor has a hook "
+                f"{name} neither uses the attention interface nor has a hook "
                 "spec in olas_utils.capture.HOOK_SPECS: falling back to output_attentions=True, "
                 "which keeps every layer's attention in memory during the forward pass.",
-                stacklevel=2,
+                stacklevel=3,
             )
-        self._entered = True
-        return self
+
+    def _restore(self) -> None:
+        """Put every config's attention implementation back as it was on entering (set
+        directly, so an implementation that cannot be re-selected here is still restored)."""
+        for cfg, value in self._saved_impls:
+            cfg._attn_implementation_internal = value
+        self._saved_impls = []
 
     def __exit__(self, *exc) -> None:
         for h in self._handles:
             h.remove()
         self._handles.clear()
-        if self.path == "interface" and self._previous_impl is not None:
-            self.model.set_attn_implementation(self._previous_impl)
+        self._restore()
         self._entered = False
 
     def _install_hooks(self) -> None:
@@ -343,6 +494,13 @@ class AttentionCapture:
         state = _ForwardState(self, acc, valid, [])
         if self.path == "output_attentions":
             out = self.model(attention_mask=attention_mask, output_attentions=True, **inputs)
+            if not getattr(out, "attentions", None) or any(w is None for w in out.attentions):
+                raise RuntimeError(
+                    f"{type(self.model).__name__} returned no attention weights with output_attentions=True "
+                    f"(attn_implementation={getattr(self.model.config, '_attn_implementation', None)!r}); "
+                    "if it is a transformer, reload it with attn_implementation='eager'; a model without "
+                    "self-attention cannot be analysed"
+                )
             for w in out.attentions:
                 state.fold(self.model, w)
             del out

@@ -111,3 +111,112 @@ def test_head_average_zeroes_padding_even_with_nan():
     valid = torch.tensor([[True, True, False]])
     a = head_average(w, valid)
     assert torch.isfinite(a).all() and a[0, 2].abs().sum() == 0 and a[0, :, 2].abs().sum() == 0
+
+
+# -- attention implementations that return no weights ------------------------------------
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "flash_attention_2"])
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+def test_no_weights_implementation_switches_warns_and_restores(kind, impl):
+    model, x = tiny(kind), inputs()
+    ref = ola_from_layers(reference(model, x), [1, 2, 3])  # eager reference
+    # flash-attn is not installed here: setting the config simulates a model loaded with it
+    model.config._attn_implementation = impl
+    with pytest.warns(UserWarning, match=rf"attn_implementation='{impl}'.*switched.*restores '{impl}'"):
+        with AttentionCapture(model, max_order=3) as cap:
+            assert model.config._attn_implementation == "olas_capture"
+            acc = cap.forward(**x)
+    for k in (1, 2, 3):
+        torch.testing.assert_close(acc.ola(k), ref[k], rtol=0, atol=1e-6)
+    assert model.config._attn_implementation == impl  # restored, although fa2 cannot be selected here
+
+
+def test_eager_model_gets_no_switch_warning():
+    import warnings
+
+    model, x = tiny("bert"), inputs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with AttentionCapture(model, max_order=1) as cap:
+            cap.forward(**x)
+
+
+def test_implementation_restored_when_the_block_fails():
+    model = tiny("llama")
+    model.config._attn_implementation = "flash_attention_2"
+    with pytest.raises(RuntimeError, match="boom"), pytest.warns(UserWarning):
+        with AttentionCapture(model, max_order=1):
+            raise RuntimeError("boom")
+    assert model.config._attn_implementation == "flash_attention_2"
+    assert model.model.config._attn_implementation == "flash_attention_2"
+
+
+def tiny_biogpt():
+    from transformers import BioGptConfig, BioGptForCausalLM
+
+    torch.manual_seed(0)
+    cfg = BioGptConfig(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64, vocab_size=100)
+    cfg._attn_implementation = "eager"
+    return BioGptForCausalLM(cfg).eval()
+
+
+def test_output_attentions_path_switches_sdpa_to_eager():
+    # BioGPT does not declare attention-backend support: the output_attentions path. Under
+    # sdpa, transformers returns no weights at all (only a log line), so OLAS must switch.
+    model, x = tiny_biogpt(), inputs()
+    ref = ola_from_layers(reference(model, x), [1, 2])
+    model.set_attn_implementation("sdpa")
+    assert capture_path(model) == "output_attentions"
+    with pytest.warns(UserWarning, match="sdpa.*switched it to 'eager'"):
+        with AttentionCapture(model, max_order=2) as cap:
+            acc = cap.forward(**x)
+    torch.testing.assert_close(acc.ola(2), ref[2], rtol=0, atol=1e-6)
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_output_attentions_path_without_weights_is_a_clear_error(monkeypatch):
+    model, x = tiny_biogpt(), inputs()
+    model.set_attn_implementation("sdpa")
+    # an architecture that cannot switch at run time and returns no weights
+    monkeypatch.setattr(type(model), "_can_set_attn_implementation", classmethod(lambda cls: False))
+    with pytest.warns(UserWarning, match="output_attentions=True"):
+        with AttentionCapture(model, max_order=1) as cap:
+            with pytest.raises(RuntimeError, match="returned no attention weights.*attn_implementation='eager'"):
+                cap.forward(**x)
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_architecture_without_eager_path_is_a_clear_error(monkeypatch):
+    import transformers.models.bert.modeling_bert as modeling_bert
+
+    model = tiny("bert")
+    monkeypatch.delattr(modeling_bert, "eager_attention_forward")
+    with pytest.raises(ValueError, match="no eager attention path"):
+        with AttentionCapture(model, max_order=1):
+            pass
+    assert model.config._attn_implementation == "eager"  # nothing was switched
+
+
+# -- things that are not encoder-only / decoder-only transformers -----------------------
+
+
+def test_not_a_transformer_is_a_clear_error():
+    from transformers import MambaConfig, MambaModel, ResNetConfig, ResNetModel, T5Config, T5Model
+
+    from olas_utils.extract import extract_ola
+
+    sent = [["a", "b"]]
+    with pytest.raises(TypeError, match="not a Hugging Face transformers model.*load_model"):
+        extract_ola(torch.nn.Linear(4, 4), None, sent)
+    with pytest.raises(TypeError, match="expected a transformers model.*got str"):
+        extract_ola("minilm-l6", None, sent)
+    with pytest.raises(ValueError, match="no self-attention layers"):
+        extract_ola(MambaModel(MambaConfig(hidden_size=16, num_hidden_layers=2, vocab_size=100, state_size=4)).eval(), None, sent)
+    with pytest.raises(ValueError, match="no num_hidden_layers.*self-attention"):
+        extract_ola(ResNetModel(ResNetConfig(embedding_size=8, hidden_sizes=[8, 8], depths=[1, 1])).eval(), None, sent)
+    t5 = T5Model(T5Config(num_layers=1, d_model=8, d_ff=16, num_heads=1, d_kv=8, vocab_size=100)).eval()
+    with pytest.raises(ValueError, match="encoder-decoder"):
+        extract_ola(t5, None, sent)
+    with pytest.raises(ValueError, match="encoder-decoder"):
+        AttentionCapture(t5, max_order=1)
