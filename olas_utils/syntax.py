@@ -1,0 +1,247 @@
+"""Training-free syntactic probes of word-level OLA maps (our extension of paper.md §3).
+
+The paper trains a parser on OLA; these probes ask, without any training, how much of a
+gold dependency tree can be read directly off a word-level map ``M`` (``(W, W)``, row =
+attending word, column = attended word, e.g. from :func:`olas_utils.align.pool_to_words`):
+
+* :func:`strongest_word_probe` — does each word attend most strongly (self excluded) to
+  its gold head, to one of its gold dependents, or to either? (In the spirit of Clark et
+  al. 2019, "What does BERT look at?", who read dependency relations off attention argmaxes.)
+* :func:`mst_uuas` — the undirected maximum spanning tree of the symmetrised map
+  ``M + Mᵀ``, scored by undirected unlabelled attachment (UUAS) against the gold tree's
+  word–word edges (as in the structural probe of Hewitt & Manning 2019, and the MST
+  extraction of Raganato & Tiedemann 2018 / Mareček & Rosa 2019).
+* :func:`probe_corpus` aggregates both; :func:`adjacent_baseline` gives the scores of the
+  trivial "neighbouring word" predictor, the floor a reader needs to judge them by
+  (English dependencies are mostly short).
+
+Conventions: ``heads`` is the CoNLL-U HEAD column of one sentence — a length-W list of
+1-based heads, 0 for the root word. Word i (0-based) has gold head word ``heads[i] - 1``
+unless ``heads[i] == 0``; its gold dependents are the words j with ``heads[j] == i + 1``.
+Sentences with fewer than 2 words contribute nothing to any count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["strongest_word_probe", "mst_uuas", "probe_corpus", "adjacent_baseline", "gold_edges"]
+
+
+def _as_map(word_map: Any, w: int) -> np.ndarray:
+    """Convert a ``(W, W)`` map (torch/numpy/lists) to float64 numpy and validate it."""
+    if hasattr(word_map, "detach"):
+        word_map = word_map.detach().to("cpu").double().numpy()
+    m = np.asarray(word_map, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ValueError(f"word_map must be a square (W, W) matrix, got shape {m.shape}")
+    if m.shape[0] != w:
+        raise ValueError(f"word_map covers {m.shape[0]} words but heads has {w}")
+    if not np.isfinite(m).all():
+        raise ValueError("word_map contains NaN or infinite values")
+    return m
+
+
+def _check_heads(heads: Sequence[int]) -> list[int]:
+    """Validate a 1-based head list (values in 0..W, no self-attachment)."""
+    h = [int(x) for x in heads]
+    w = len(h)
+    for i, x in enumerate(h):
+        if not 0 <= x <= w:
+            raise ValueError(f"heads[{i}] = {x} outside 0..{w}")
+        if x == i + 1:
+            raise ValueError(f"heads[{i}] = {x}: word {i + 1} is its own head")
+    return h
+
+
+def gold_edges(heads: Sequence[int]) -> set[frozenset[int]]:
+    """Undirected gold word–word edges of one sentence (root attachments excluded).
+
+    Args:
+        heads: length-W list of 1-based heads (0 = root).
+
+    Returns:
+        Set of ``frozenset({i, j})`` with 0-based word indices; W-1 edges for a
+        single-rooted tree.
+
+    Raises:
+        ValueError: a head outside ``0..W`` or a word headed by itself.
+    """
+    h = _check_heads(heads)
+    return {frozenset((i, x - 1)) for i, x in enumerate(h) if x != 0}
+
+
+def strongest_word_probe(word_map: Any, heads: Sequence[int]) -> dict[str, int]:
+    """Count how often each word's most-attended other word is its gold head / a dependent.
+
+    For each word i, ``j* = argmax_{j != i} word_map[i, j]`` (first maximum on ties).
+    ``head`` counts words whose j* is their gold head (only words with a word head can
+    score; their number is ``n_head``); ``dependent`` counts words whose j* is one of their
+    gold dependents; ``either`` counts words with either (head or dependent).
+
+    Args:
+        word_map: ``(W, W)`` tensor/array, row = attending word, column = attended word.
+        heads: length-W list of 1-based gold heads (0 = root).
+
+    Returns:
+        ``{"n", "n_head", "head", "dependent", "either"}`` integer counts: ``n`` = words
+        probed (W, or 0 when W < 2), ``n_head`` = those with a word head (not the root).
+        Counts add up over a corpus; rates are ``head / n_head``, ``dependent / n``,
+        ``either / n``.
+
+    Raises:
+        ValueError: ``word_map`` not ``(W, W)`` with W = ``len(heads)``, non-finite values in
+            the map, or invalid heads.
+    """
+    h = _check_heads(heads)
+    w = len(h)
+    m = _as_map(word_map, w)
+    out = {"n": 0, "n_head": 0, "head": 0, "dependent": 0, "either": 0}
+    if w < 2:
+        return out
+    m = m.copy()
+    np.fill_diagonal(m, -np.inf)
+    best = np.argmax(m, axis=1)
+    for i in range(w):
+        j = int(best[i])
+        is_head = h[i] != 0 and j == h[i] - 1
+        is_dep = h[j] == i + 1
+        out["n"] += 1
+        out["n_head"] += h[i] != 0
+        out["head"] += is_head
+        out["dependent"] += is_dep
+        out["either"] += is_head or is_dep
+    return out
+
+
+def mst_uuas(word_map: Any, heads: Sequence[int]) -> dict[str, int]:
+    """Undirected maximum spanning tree of ``M + Mᵀ`` scored against the gold tree (UUAS counts).
+
+    The tree maximises the summed symmetrised weight ``S[i, j] = M[i, j] + M[j, i]`` over
+    all spanning trees of the W words. It is computed with
+    ``scipy.sparse.csgraph.minimum_spanning_tree`` on costs ``max(S) - S + 1`` (strictly
+    positive, because scipy reads 0 as "no edge"; a spanning tree always has W-1 edges, so
+    minimising this cost maximises S). Ties between equal-weight trees are resolved by
+    scipy.
+
+    Args:
+        word_map: ``(W, W)`` tensor/array (row = attending word).
+        heads: length-W list of 1-based gold heads (0 = root).
+
+    Returns:
+        ``{"correct", "total"}``: gold undirected word–word edges (root attachment
+        excluded; W-1 for a single-rooted sentence) that are in the tree, and their number.
+        Both 0 when W < 2.
+
+    Raises:
+        ValueError: shape mismatch, non-finite values in the map, or invalid heads.
+    """
+    from scipy.sparse.csgraph import minimum_spanning_tree
+
+    h = _check_heads(heads)
+    w = len(h)
+    m = _as_map(word_map, w)
+    gold = gold_edges(h)
+    if w < 2:
+        return {"correct": 0, "total": 0}
+    s = m + m.T
+    off = ~np.eye(w, dtype=bool)
+    cost = np.where(off, s[off].max() - s + 1.0, 0.0)
+    tree = minimum_spanning_tree(np.triu(cost, 1)).tocoo()
+    pred = {frozenset((int(i), int(j))) for i, j in zip(tree.row, tree.col)}
+    if len(pred) != w - 1:  # cannot happen for a complete graph with positive costs
+        raise RuntimeError(f"spanning tree has {len(pred)} edges, expected {w - 1}")
+    return {"correct": len(gold & pred), "total": len(gold)}
+
+
+def probe_corpus(maps_list: Sequence[Any], heads_list: Sequence[Sequence[int]]) -> dict:
+    """Run both probes over a corpus and pool the counts into rates.
+
+    Args:
+        maps_list: one ``(W_s, W_s)`` word map per sentence.
+        heads_list: the matching 1-based gold heads per sentence.
+
+    Returns:
+        ``{"head_acc", "dependent_acc", "either_acc", "uuas"}`` (fractions, pooled over
+        words / edges: ``head / n_head``, ``dependent / n``, ``either / n``,
+        ``correct / total``) plus the summed counts ``n``, ``n_head``, ``head``,
+        ``dependent``, ``either``, ``correct``, ``total`` and ``sentences``.
+
+    Raises:
+        ValueError: different numbers of maps and head lists, or no sentence with at least
+            2 words (nothing to score); errors of the per-sentence probes.
+    """
+    if len(maps_list) != len(heads_list):
+        raise ValueError(f"probe_corpus: {len(maps_list)} maps but {len(heads_list)} head lists")
+    tot = {"n": 0, "n_head": 0, "head": 0, "dependent": 0, "either": 0, "correct": 0, "total": 0}
+    for m, h in zip(maps_list, heads_list):
+        for k, v in strongest_word_probe(m, h).items():
+            tot[k] += v
+        for k, v in mst_uuas(m, h).items():
+            tot[k] += v
+    if tot["n"] == 0:
+        raise ValueError("probe_corpus: no sentence with at least 2 words")
+    return {
+        "head_acc": tot["head"] / tot["n_head"] if tot["n_head"] else 0.0,
+        "dependent_acc": tot["dependent"] / tot["n"],
+        "either_acc": tot["either"] / tot["n"],
+        "uuas": tot["correct"] / tot["total"] if tot["total"] else 0.0,
+        **tot,
+        "sentences": len(heads_list),
+    }
+
+
+def adjacent_baseline(heads_list: Sequence[Sequence[int]]) -> dict:
+    """Scores of the trivial neighbouring-word predictor (no model), to judge the probes by.
+
+    * UUAS of the left-to-right chain tree (edges ``{i, i+1}``), against the gold
+      word–word edges (root attachment excluded), pooled over the corpus;
+    * the strongest-word probe rates of two pointer baselines: ``next`` (each word points
+      to the following word; the last word to the previous one) and ``prev`` (each word
+      points to the preceding word; the first word to the following one).
+
+    Sentences with fewer than 2 words are skipped, as in the probes.
+
+    Args:
+        heads_list: per sentence, the length-W list of 1-based gold heads (0 = root).
+
+    Returns:
+        ``{"uuas", "next_head_acc", "next_dependent_acc", "next_either_acc",
+        "prev_head_acc", "prev_dependent_acc", "prev_either_acc", "n", "n_head",
+        "total"}`` — rates with the same denominators as :func:`probe_corpus`
+        (``n`` words, ``n_head`` non-root words, ``total`` gold edges).
+
+    Raises:
+        ValueError: invalid heads, or no sentence with at least 2 words.
+    """
+    n = n_head = total = chain_ok = 0
+    cnt = {f"{d}_{k}": 0 for d in ("next", "prev") for k in ("head", "dependent", "either")}
+    for heads in heads_list:
+        h = _check_heads(heads)
+        w = len(h)
+        if w < 2:
+            continue
+        gold = gold_edges(h)
+        total += len(gold)
+        chain_ok += sum(frozenset((i, i + 1)) in gold for i in range(w - 1))
+        n += w
+        n_head += sum(x != 0 for x in h)
+        for i in range(w):
+            for d, j in (("next", i + 1 if i + 1 < w else i - 1), ("prev", i - 1 if i > 0 else i + 1)):
+                is_head = h[i] == j + 1
+                is_dep = h[j] == i + 1
+                cnt[f"{d}_head"] += is_head
+                cnt[f"{d}_dependent"] += is_dep
+                cnt[f"{d}_either"] += is_head or is_dep
+    if n == 0:
+        raise ValueError("adjacent_baseline: no sentence with at least 2 words")
+    out = {"uuas": chain_ok / total if total else 0.0}
+    for d in ("next", "prev"):
+        out[f"{d}_head_acc"] = cnt[f"{d}_head"] / n_head if n_head else 0.0
+        out[f"{d}_dependent_acc"] = cnt[f"{d}_dependent"] / n
+        out[f"{d}_either_acc"] = cnt[f"{d}_either"] / n
+    out.update(n=n, n_head=n_head, total=total)
+    return out
