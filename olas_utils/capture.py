@@ -81,6 +81,13 @@ HOOK_SPECS: dict[str, HookSpec] = {
 def num_attention_layers(model: torch.nn.Module) -> int:
     """N, the number of self-attention layers of a decoder-only or encoder-only model.
 
+    Args:
+        model: a ``transformers`` model (``config.num_hidden_layers`` of its text config
+            is read).
+
+    Returns:
+        N >= 1.
+
     Raises:
         ValueError: if the config has no ``num_hidden_layers``.
     """
@@ -141,6 +148,12 @@ def is_causal_model(model: torch.nn.Module) -> bool:
     """Whether a loaded model's self-attention is causal: :func:`is_causal_config` on its
     config, or its class is a ``...ForCausalLM`` / ``...LMHeadModel``.
 
+    Args:
+        model: a ``transformers`` model.
+
+    Returns:
+        True for causal (decoder-only) models.
+
     Raises:
         ValueError: for encoder-decoder models.
     """
@@ -150,7 +163,15 @@ def is_causal_model(model: torch.nn.Module) -> bool:
 
 
 def capture_path(model: torch.nn.Module) -> str:
-    """Which capture path a model uses: ``"interface"``, ``"hook"`` or ``"output_attentions"``."""
+    """Which capture path a model uses (see the module docstring).
+
+    Args:
+        model: a ``transformers`` model.
+
+    Returns:
+        ``"interface"`` if its class supports the attention interface, ``"hook"`` if it has
+        a self-attention module listed in :data:`HOOK_SPECS`, else ``"output_attentions"``.
+    """
     if getattr(type(model), "_supports_attention_backend", False):
         return "interface"
     if any(type(m).__name__ in HOOK_SPECS for m in model.modules()):
@@ -171,6 +192,12 @@ NO_WEIGHTS_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "flash_attention_3", 
 def check_model(model: Any) -> None:
     """Check that ``model`` is something OLAS can capture: a ``torch.nn.Module`` with a
     ``transformers`` config, encoder-only or decoder-only, with self-attention layers.
+
+    Args:
+        model: the object to check (nothing is run or changed).
+
+    Returns:
+        None; raises if the model cannot be captured.
 
     Raises:
         TypeError: if ``model`` is not a ``torch.nn.Module`` with a ``transformers`` config

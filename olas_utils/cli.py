@@ -30,6 +30,12 @@ def read_sentences(path: str | Path) -> list[list[str]]:
     """Sentences from a text file: one sentence per line, words separated by whitespace;
     blank lines are skipped.
 
+    Args:
+        path: a UTF-8 text file.
+
+    Returns:
+        One list of words per non-blank line.
+
     Raises:
         FileNotFoundError: if the file does not exist.
         ValueError: if it holds no sentence.

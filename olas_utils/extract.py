@@ -42,6 +42,14 @@ __all__ = ["OLAMaps", "extract_ola", "max_tokens", "length_buckets", "parse_key"
 def parse_key(key: str, num_layers: int) -> tuple[str, int | None]:
     """Split a map name (``"ola:2"``, ``"rollout"``, ``"layer:-1"``) into kind and index.
 
+    Args:
+        key: the map name.
+        num_layers: N, the model's number of layers (bounds the index).
+
+    Returns:
+        ``(kind, index)``: kind ``"ola"``, ``"rollout"`` or ``"layer"``; index the order
+        (``0..N``), None for rollout, or the layer as given (``-N..N-1``).
+
     Raises:
         ValueError: on an unknown name or an index out of range.
     """
@@ -62,6 +70,10 @@ def max_tokens(model: torch.nn.Module, tokenizer) -> int | None:
     """The longest input the model takes, from its config (``max_position_embeddings``,
     minus the position offset some encoders reserve) and the tokenizer
     (``model_max_length``), whichever is smaller.
+
+    Args:
+        model: a ``transformers`` model (its config is read).
+        tokenizer: its tokenizer (``model_max_length`` above 10⁹ means "unset").
 
     Returns:
         A number of tokens, special tokens included (e.g. 512 for MiniLM), or None if
@@ -136,16 +148,33 @@ class OLAMaps:
         return list(self.maps)
 
     def labels(self, i: int) -> list[str]:
-        """Axis labels of sentence ``i``: words at word level, tokens at subword level."""
+        """Axis labels of sentence ``i``: its W_i words at word level, its T_i tokens
+        (special tokens included) at subword level.
+
+        Raises:
+            IndexError: if ``i`` is not a sentence index.
+        """
         return self.words[i] if self.level == "word" else self.tokens[i]
 
     def stack(self, i: int, keys: Iterable[str]) -> torch.Tensor:
-        """``(C, T_i, T_i)`` channels of sentence ``i`` for the given names."""
+        """Channels of sentence ``i`` for the given map names, stacked.
+
+        Returns:
+            ``(C, T_i, T_i)`` float32 tensor (``(C, W_i, W_i)`` at word level), C = number of
+            names, in the given order.
+
+        Raises:
+            KeyError: if a name was not extracted (the message lists those that were).
+        """
         return torch.stack([self[k][i] for k in keys])
 
     def to_words(self) -> "OLAMaps":
         """The same maps pooled to word level (see :func:`~olas_utils.align.pool_to_words`),
         so one subword-level extraction serves both protocols.
+
+        Returns:
+            A new :class:`OLAMaps` with ``(W_i, W_i)`` maps and ``special`` filled with each
+            word's ``(W_i, S_i)`` attention to the special tokens.
 
         Raises:
             ValueError: if the maps are already at word level.
@@ -163,7 +192,14 @@ class OLAMaps:
 
     def save(self, path: str | Path) -> Path:
         """Write the maps and their provenance to ``path`` (``torch.save`` of plain
-        containers; written to a temporary file, then renamed). Returns the path."""
+        containers; written to a temporary file, then renamed; folders created).
+
+        Returns:
+            ``path`` as a ``Path``.
+
+        Raises:
+            OSError: if the file cannot be written.
+        """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
@@ -174,6 +210,9 @@ class OLAMaps:
     @classmethod
     def load(cls, path: str | Path) -> "OLAMaps":
         """Read maps written by :meth:`save`.
+
+        Returns:
+            The :class:`OLAMaps` (tensors on the CPU).
 
         Raises:
             FileNotFoundError: if ``path`` does not exist.

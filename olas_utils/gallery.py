@@ -43,6 +43,15 @@ GALLERY_SENT_IDS: tuple[str, ...] = (
 def gallery_sentences(n: int = 4, *, sent_ids: Sequence[str] = GALLERY_SENT_IDS, split: str = "dev", data_dir=None) -> list[list[str]]:
     """Words of the first ``n`` of ``sent_ids`` from UD English-EWT ``split`` (real text).
 
+    Args:
+        n: how many sentences.
+        sent_ids: EWT ``sent_id`` values, in the order wanted.
+        split: ``"train"``, ``"dev"`` or ``"test"``.
+        data_dir: data folder (see :func:`olas_utils.settings.data_dir`).
+
+    Returns:
+        ``n`` lists of words.
+
     Raises:
         FileNotFoundError: if the EWT data is missing (see :mod:`olas_utils.data`).
         ValueError: if ``n`` exceeds ``len(sent_ids)`` or a sentence id is not in the split.
@@ -71,9 +80,21 @@ class GalleryModel:
 def extract_gallery(models: Sequence[str], sentences: Sequence[Sequence[str]], orders: Sequence[int], *, device=None, progress: bool = True) -> list[GalleryModel]:
     """Word-level OLA of ``sentences`` for each model (loaded one at a time and released).
 
+    Args:
+        models: zoo names / folders / Hugging Face ids.
+        sentences: lists of words.
+        orders: OLA orders (each in ``0..N`` for every model).
+        device: where to run (None: CUDA if available).
+        progress: progress bars.
+
     Returns:
         One :class:`GalleryModel` per model, encoders first, then causal models (the paper's
-        two groups), each group in the given order.
+        two groups), each group in the given order; maps ``(W_i, W_i)`` float32.
+
+    Raises:
+        ValueError, TypeError: from :func:`olas_utils.extract.extract_ola` (bad sentences,
+            orders out of range, a sentence longer than a model's maximum).
+        UnknownModelError, FileNotFoundError: from :func:`olas_utils.zoo.load_model`.
     """
     from .zoo import load_model
 
@@ -92,7 +113,15 @@ def _short(text: str, n: int = 90) -> str:
 
 
 def without_sinks(m: torch.Tensor, *, causal: bool) -> torch.Tensor:
-    """A ``(T, T)`` map with its attention-sink outliers zeroed and rows renormalised."""
+    """A ``(T, T)`` map with its attention-sink outliers zeroed and rows renormalised.
+
+    Args:
+        m: ``(T, T)`` map of one sentence.
+        causal: outliers are searched on the lower triangle (the map is not symmetrised).
+
+    Returns:
+        A new ``(T, T)`` tensor; rows with any mass left sum to 1.
+    """
     return renormalize_rows(remove_outliers(m, outlier_mask(m, causal=causal)))
 
 
@@ -101,8 +130,18 @@ def gallery_figures(gallery: Sequence[GalleryModel], orders: Sequence[int], out_
     columns grouped into encoders and causal LMs. Saved as
     ``out_dir/ola_gallery_s{i}_order{k}.png``.
 
+    Args:
+        gallery: from :func:`extract_gallery` (same sentences for every model).
+        orders: orders to draw (each extracted).
+        out_dir: folder for the PNG files (created).
+        close: close each figure after saving (frees memory in long runs).
+
     Returns:
         The written paths, sentence-major.
+
+    Raises:
+        KeyError: if an order was not extracted.
+        OSError: if a file cannot be written.
     """
     out_dir = Path(out_dir)
     n_enc = sum(not g.is_causal for g in gallery)

@@ -176,6 +176,9 @@ class OLAExplorer:
     def maps_for(self, name: str) -> tuple[torch.Tensor, list[str]]:
         """The map drawn for model ``name`` with the current settings.
 
+        Args:
+            name: a model name (loaded on first use).
+
         Returns:
             ``((n, n) float32 tensor, n labels)``: n words (word level) or tokens, special
             tokens included (subword level); after sink removal if it is on.
