@@ -51,3 +51,20 @@ def test_extract_writes_loadable_maps(tmp_path):
     assert maps.level == "word" and maps.keys() == ["ola:1", "ola:2", "rollout", "layer:0", "layer:-1"]
     assert maps["ola:2"][0].shape == (7, 7) and maps["ola:2"][1].shape == (2, 2)
     assert torch.isfinite(maps["ola:1"][0]).all()
+
+
+@pytest.mark.real_model
+def test_extract_truncation_option(tmp_path, capsys):
+    f = tmp_path / "long.txt"
+    words = ("the quick brown fox jumps over the lazy dog ." .split()) * 70  # 700 words, > 512 tokens
+    f.write_text("Short one .\n" + " ".join(words) + "\n", encoding="utf-8")
+    out = tmp_path / "maps.pt"
+    args = ["extract", "-m", "minilm-l6", "-i", str(f), "-o", str(out), "--orders", "1", "--no-rollout", "-q"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "sentence 1 has" in err and "maximum of 512" in err and "truncation='warn'" in err
+    with pytest.warns(UserWarning, match="sentence 1: .* words, .* tokens cut"):
+        assert main(args + ["--truncation", "warn"]) == 0
+    maps = OLAMaps.load(out)
+    assert maps.words[0] == ["Short", "one", "."] and maps.words[1] == words[: len(maps.words[1])]
+    assert 400 < len(maps.words[1]) < 700 and len(maps.tokens[1]) <= 512
