@@ -1,0 +1,171 @@
+"""One TOA experiment step: fit an adapter on a model's OLA for a task, predict, score with
+the standard word-level metric, and the trivial baselines every table is read against.
+
+Metrics (:mod:`olas_utils.metrics`): POS word accuracy; NER seqeval entity micro-F1;
+SemEval-2010 Task 8 official macro-F1 (9 relation types, direction counted, ``Other``
+excluded) and accuracy; dependency UAS / LAS per word with and without punctuation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from .adapter import ADAPTER_SIZES, AdapterConfig
+from .features import Example
+from .heads import TOAModel
+from .tasks import TaskData
+from .train import TrainConfig, predict, train_model
+
+__all__ = ["HEADLINE", "to_labels", "score", "trivial_baseline", "fit_adapter", "adapter_config"]
+
+#: The metric each task's tables lead with (key of :func:`score`'s result).
+HEADLINE: dict[str, str] = {"pos": "accuracy", "ner-conll2003": "f1", "ner-uner": "f1",
+                            "relation": "macro_f1", "dependency": "las"}
+
+
+def to_labels(data: TaskData, preds: Sequence) -> list:
+    """Class ids from :func:`olas_utils.train.predict` → label strings (per the data's
+    vocabulary): per word for token tasks, one per sentence for relations, and
+    ``(heads, relation strings)`` per sentence for dependencies."""
+    names = data.label_names
+    if data.kind == "token":
+        return [[names[j] for j in p] for p in preds]
+    if data.kind == "relation":
+        return [names[p] for p in preds]
+    return [(list(h), [names[j] for j in r]) for h, r in preds]
+
+
+def score(data: TaskData, labels: Sequence) -> dict:
+    """The task's metrics for predicted labels (strings, as from :func:`to_labels`).
+
+    Returns:
+        pos: ``{"accuracy"}``; NER: ``{"precision", "recall", "f1"}``; relation:
+        ``{"macro_f1", "accuracy", "macro_f1_18"}``; dependency: ``{"uas", "las",
+        "uas_nopunct", "las_nopunct"}``. All fractions in [0, 1].
+
+    Raises:
+        ValueError: predictions that do not match the data's shape (from the metrics).
+    """
+    from . import metrics
+
+    if len(labels) != len(data):
+        raise ValueError(f"{len(labels)} predictions for {len(data)} sentences")
+    if data.task == "pos":
+        return {"accuracy": metrics.pos_accuracy(data.labels, labels)}
+    if data.kind == "token":
+        return metrics.entity_f1(data.labels, labels)
+    if data.kind == "relation":
+        s = metrics.semeval_scores(data.labels, labels)
+        return {"macro_f1": s["macro_f1"], "accuracy": s["accuracy"], "macro_f1_18": s["macro_f1_18"]}
+    heads = [h for h, _ in labels]
+    rels = [r for _, r in labels]
+    out = {}
+    for punct, suffix in ((True, ""), (False, "_nopunct")):
+        s = metrics.attachment_scores(data.heads, heads, data.labels, rels, upos=data.upos, punct=punct)
+        out["uas" + suffix], out["las" + suffix] = s["uas"], s["las"]
+    return out
+
+
+def trivial_baseline(train: TaskData, test: TaskData) -> list:
+    """Predictions (label strings, see :func:`to_labels`) of a model-free baseline fitted on
+    ``train``:
+
+    * token tasks: the most frequent tag of each word form in train (lower-cased), else
+      the most frequent tag overall;
+    * relation: the majority label;
+    * dependency: every word attaches to its left neighbour (the first word to the root)
+      or every word to its right neighbour (the last word to the root), whichever has the
+      higher UAS on train; each word's relation is the most frequent one of its form.
+
+    Raises:
+        ValueError: ``train`` and ``test`` are different tasks.
+    """
+    if train.task != test.task:
+        raise ValueError(f"train is {train.task}, test is {test.task}")
+    if train.kind == "relation":
+        top = Counter(train.labels).most_common(1)[0][0]
+        return [top] * len(test)
+    per_word: dict[str, Counter] = defaultdict(Counter)
+    overall: Counter = Counter()
+    for ws, ls in zip(train.words, train.labels):
+        for w, lab in zip(ws, ls):
+            per_word[w.lower()][lab] += 1
+            overall[lab] += 1
+    top = overall.most_common(1)[0][0]
+
+    def tags(ws):
+        return [per_word[w.lower()].most_common(1)[0][0] if w.lower() in per_word else top for w in ws]
+
+    if train.kind == "token":
+        return [tags(ws) for ws in test.words]
+
+    def chain(n, left):
+        return [i for i in range(n)] if left else [i + 2 for i in range(n - 1)] + [0]
+
+    def uas(data, left):
+        hits = sum(h == p for hs in data.heads for h, p in zip(hs, chain(len(hs), left)))
+        return hits / sum(len(hs) for hs in data.heads)
+
+    left = uas(train, True) >= uas(train, False)
+    return [(chain(len(ws), left), tags(ws)) for ws in test.words]
+
+
+def adapter_config(size: str | dict, in_channels: int) -> AdapterConfig:
+    """An :class:`~olas_utils.adapter.AdapterConfig` from a named size of
+    :data:`olas_utils.adapter.ADAPTER_SIZES` (or a dict of its fields).
+
+    Raises:
+        ValueError: unknown size name.
+    """
+    if isinstance(size, str):
+        if size not in ADAPTER_SIZES:
+            raise ValueError(f"unknown adapter size {size!r}; available: {sorted(ADAPTER_SIZES)}")
+        size = ADAPTER_SIZES[size]
+    return AdapterConfig(in_channels=in_channels, **size)
+
+
+def fit_adapter(examples: Sequence[Example], data: TaskData, adapter: AdapterConfig, cfg: TrainConfig, *,
+                checkpoint_dir: str | Path | None = None, provenance: dict | None = None, head_kwargs: dict | None = None,
+                device="cpu", progress: bool = True, desc: str = "train") -> tuple[TOAModel, dict]:
+    """Build a :class:`~olas_utils.heads.TOAModel` (initialised under ``cfg.seed``) and train
+    it on ``examples`` (resumably when ``checkpoint_dir`` is given; a finished run with the
+    same settings is loaded instead of retrained).
+
+    Args:
+        examples: training examples of ``data`` (:func:`olas_utils.features.build_examples`).
+        data: the training split (kind and label vocabulary).
+        adapter, cfg: adapter size and optimisation settings.
+        checkpoint_dir: folder of checkpoints, one file per run (named by a hash of the
+            settings and ``provenance``).
+        provenance: what identifies the run beyond the examples (source model, keys, ...).
+        head_kwargs: extra head arguments (e.g. ``arc_dim`` for the biaffine head).
+        device, progress, desc: see :func:`olas_utils.train.train_model`.
+
+    Returns:
+        ``(model, info)`` with ``info`` from :func:`~olas_utils.train.train_model`.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = TOAModel(adapter, data.kind, len(data.label_names), **(head_kwargs or {}))
+    ckpt = None
+    if checkpoint_dir is not None:
+        tag = hashlib.sha256(json.dumps([provenance or {}, adapter.to_dict(), repr(cfg), head_kwargs or {},
+                                         data.fingerprint()], sort_keys=True, default=str).encode()).hexdigest()[:24]
+        ckpt = Path(checkpoint_dir) / f"{data.task}-{tag}.pt"
+    info = train_model(model, examples, cfg, checkpoint=ckpt, extra=provenance, device=device,
+                       progress=progress, desc=desc)
+    return model, info
+
+
+def evaluate(model: TOAModel, examples: Sequence[Example], data: TaskData, *, device="cpu", tree: str = "mst") -> dict:
+    """Predict ``examples`` (of ``data``) and :func:`score` them."""
+    return score(data, to_labels(data, predict(model, examples, device=device, tree=tree)))
+
+
+__all__.append("evaluate")

@@ -1,0 +1,191 @@
+"""Adapter, heads, batching and training mechanics on toy inputs (shapes, invariances,
+resumability). Real-data behaviour is covered by the notebook smoke tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+from olas_utils.adapter import AdapterConfig, OLAAdapter
+from olas_utils.features import Example
+from olas_utils.heads import BiaffineHead, RelationHead, TOAModel
+from olas_utils.train import CheckpointMismatchError, TrainConfig, collate, predict, size_batches, train_model
+
+TINY = AdapterConfig(in_channels=2, dim=8, depth=1, heads=2, reversible=False)
+
+
+def _examples(kind: str, n: int = 12, n_classes: int = 3, seed: int = 0) -> list[Example]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        w = 3 + i % 3
+        img = torch.rand(2, w, w, generator=g)
+        lab = torch.randint(0, n_classes, (w,) if kind != "relation" else (), generator=g)
+        ex = Example(image=img, positions=torch.arange(w), labels=lab)
+        if kind == "dependency":
+            ex.heads = torch.tensor([0] + list(range(1, w)))  # a chain rooted at word 1
+        if kind == "relation":
+            ex.spans = torch.tensor([[0, 1], [w - 2, w]])
+        out.append(ex)
+    return out
+
+
+def test_adapter_shapes_and_channel_check():
+    a = OLAAdapter(TINY)
+    out = a(torch.rand(3, 2, 5, 5))
+    assert out.shape == (3, 5, 8)
+    with pytest.raises(ValueError, match="expects 2 channels"):
+        a(torch.rand(1, 3, 5, 5))
+    with pytest.raises(ValueError, match="batch, channels, L, L"):
+        a(torch.rand(2, 5, 5))
+    with pytest.raises(ValueError, match="divisible"):
+        AdapterConfig(dim=10, heads=4)
+
+
+def test_adapter_reads_the_diagonal_of_the_transformed_image():
+    torch.manual_seed(0)
+    a = OLAAdapter(TINY).eval()
+    x = torch.rand(2, 2, 6, 6)
+    body = a.body(a.proj(x))  # (B, dim, L, L)
+    expected = torch.stack([body[:, :, i, i] for i in range(6)], dim=1)
+    torch.testing.assert_close(a(x), expected)
+
+
+def test_relation_head_pools_span_means():
+    torch.manual_seed(0)
+    head = RelationHead(4, 5, dropout=0.0).eval()
+    feats = torch.rand(2, 6, 4)
+    spans = torch.tensor([[[0, 2], [3, 6]], [[1, 2], [4, 5]]])
+    expected = torch.stack([
+        torch.cat([feats[0, 0:2].mean(0), feats[0, 3:6].mean(0)]),
+        torch.cat([feats[1, 1:2].mean(0), feats[1, 4:5].mean(0)]),
+    ])
+    torch.testing.assert_close(head(feats, spans=spans), head.out(expected))
+    with pytest.raises(ValueError, match="non-empty"):
+        head(feats, spans=torch.tensor([[[2, 2], [3, 4]], [[0, 1], [1, 2]]]))
+
+
+def test_biaffine_scores_match_formula():
+    torch.manual_seed(0)
+    h = BiaffineHead(4, 3, arc_dim=5, label_dim=2, dropout=0.0).eval()
+    for p in (h.arc_u, h.arc_b, h.lab_u):
+        torch.nn.init.normal_(p)
+    feats = torch.rand(1, 3, 4)
+    arcs, labels = h(feats)
+    assert arcs.shape == (1, 4, 4) and labels.shape == (1, 4, 4, 3)
+    x = torch.cat([h.root[None], feats[0]])
+    ad, ah, ld, lh = h.arc_dep(x), h.arc_head(x), h.lab_dep(x), h.lab_head(x)
+    for i in range(4):
+        for j in range(4):
+            assert torch.isclose(arcs[0, i, j], ad[i] @ h.arc_u @ ah[j] + ah[j] @ h.arc_b, atol=1e-5)
+            for r in range(3):
+                ref = ld[i] @ h.lab_u[r] @ lh[j] + h.lab_w(torch.cat([ld[i], lh[j]]))[r]
+                assert torch.isclose(labels[0, i, j, r], ref, atol=1e-5)
+
+
+def test_size_batches_partition_by_size():
+    ex = _examples("token", n=17)
+    for gen in (None, torch.Generator().manual_seed(3)):
+        batches = size_batches(ex, 4, gen)
+        flat = sorted(i for b in batches for i in b)
+        assert flat == list(range(17))
+        assert all(len({ex[i].size for i in b}) == 1 and len(b) <= 4 for b in batches)
+    with pytest.raises(ValueError, match="one image size"):
+        collate([ex[0], ex[1]])
+
+
+@pytest.mark.parametrize("kind", ["token", "relation", "dependency"])
+def test_training_learns_and_predictions_do_not_depend_on_batch(kind):
+    ex = _examples(kind, n=6)
+    torch.manual_seed(0)
+    model = TOAModel(TINY, kind, 3, **({"arc_dim": 8, "label_dim": 4} if kind == "dependency" else {}))
+    info = train_model(model, ex, TrainConfig(epochs=60, batch_size=2, lr=1e-2, noise_p=0.0), progress=False)
+    assert info["losses"][-1] < 0.5 * info["losses"][0]
+    alone = [predict(model, [e])[0] for e in ex]
+    assert predict(model, ex, batch_size=4) == alone
+    if kind == "token":  # memorised the 6 training sentences
+        acc = sum(a == b for p, e in zip(alone, ex) for a, b in zip(p, e.labels.tolist())) / sum(len(e.labels) for e in ex)
+        assert acc > 0.9
+    if kind == "dependency":
+        assert all(sorted(h).count(0) == 1 for h, _ in alone)  # single-root trees
+
+
+def test_training_is_deterministic_and_checkpoint_reused(tmp_path):
+    ex = _examples("token")
+    cfg = TrainConfig(epochs=3, batch_size=3, lr=1e-2, checkpoint_every=2)
+    states = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        m = TOAModel(TINY, "token", 3)
+        train_model(m, ex, cfg, progress=False)
+        states.append(m.state_dict())
+    for k in states[0]:
+        assert torch.equal(states[0][k], states[1][k]), k
+    torch.manual_seed(0)
+    m = TOAModel(TINY, "token", 3)
+    train_model(m, ex, cfg, checkpoint=tmp_path / "c.pt", progress=False)
+    torch.manual_seed(1)  # other init: the finished checkpoint must replace it
+    m2 = TOAModel(TINY, "token", 3)
+    info = train_model(m2, ex, cfg, checkpoint=tmp_path / "c.pt", progress=False)
+    assert info["resumed_from"] == info["steps"]
+    for k, v in m2.state_dict().items():
+        assert torch.equal(v, states[0][k]), k
+    with pytest.raises(CheckpointMismatchError, match="another training run"):
+        train_model(TOAModel(TINY, "token", 3), ex, TrainConfig(epochs=4), checkpoint=tmp_path / "c.pt", progress=False)
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointMismatchError, match="not a readable checkpoint"):
+        train_model(TOAModel(TINY, "token", 3), ex, cfg, checkpoint=tmp_path / "bad.pt", progress=False)
+
+
+_SCRIPT = textwrap.dedent("""
+    import json, sys, torch
+    torch.set_num_threads(1)
+    sys.path.insert(0, {tests!r})
+    from test_toa_model import _examples, TINY
+    from olas_utils.heads import TOAModel
+    from olas_utils.train import TrainConfig, train_model
+    ex = _examples("dependency", n=40)
+    torch.manual_seed(0)
+    m = TOAModel(TINY, "dependency", 3, arc_dim=16, label_dim=8)
+    info = train_model(m, ex, TrainConfig(epochs=30, batch_size=2, checkpoint_every=1), checkpoint=sys.argv[1],
+                       progress=False)
+    torch.save(m.state_dict(), sys.argv[2])
+    print(json.dumps({{"resumed_from": info["resumed_from"], "steps": info["steps"]}}))
+""")
+
+
+def test_training_killed_by_sigkill_resumes_to_identical_weights(tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(_SCRIPT.format(tests=os.path.dirname(__file__)))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    ref = subprocess.run([sys.executable, str(script), str(tmp_path / "ref.pt"), str(tmp_path / "ref_w.pt")],
+                         env=env, capture_output=True, text=True, check=True)
+    total = json.loads(ref.stdout.strip().splitlines()[-1])["steps"]
+    ckpt = tmp_path / "killed.pt"
+    proc = subprocess.Popen([sys.executable, str(script), str(ckpt), str(tmp_path / "w.pt")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    assert proc.poll() is None, "training finished before it could be killed; make it longer"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "w.pt").exists()
+    leftovers = [p.name for p in tmp_path.iterdir() if ".tmp" in p.name]
+    res = subprocess.run([sys.executable, str(script), str(ckpt), str(tmp_path / "w.pt")], env=env,
+                         capture_output=True, text=True, check=True)
+    info = json.loads(res.stdout.strip().splitlines()[-1])
+    assert 0 < info["resumed_from"] < total, info
+    a, b = torch.load(tmp_path / "ref_w.pt"), torch.load(tmp_path / "w.pt")
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert all(".tmp" not in p.name or p.name in leftovers for p in tmp_path.iterdir())
