@@ -154,6 +154,8 @@ class TOAModel(nn.Module):
         if kind not in HEAD_KINDS:
             raise ValueError(f"kind must be one of {sorted(HEAD_KINDS)}, got {kind!r}")
         self.kind = kind
+        self.n_classes = n_classes
+        self.head_kwargs = dict(head_kwargs)
         self.adapter = OLAAdapter(adapter)
         self.head = HEAD_KINDS[kind](adapter.dim, n_classes, **head_kwargs)
 
@@ -166,3 +168,32 @@ class TOAModel(nn.Module):
     def loss(self, out, batch: dict) -> torch.Tensor:
         """The head's loss."""
         return self.head.loss(out, batch)
+
+    def save(self, path, **metadata) -> "Path":
+        """Write the model (architecture, weights and ``metadata``, e.g. the source model,
+        channel keys, label names) to ``path`` atomically; returns the path."""
+        import os
+        from pathlib import Path
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        torch.save({"format": "olas-toa-1", "adapter": self.adapter.config.to_dict(), "kind": self.kind,
+                    "n_classes": self.n_classes, "head_kwargs": self.head_kwargs, "state": self.state_dict(),
+                    "metadata": metadata}, tmp)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path, map_location="cpu") -> tuple["TOAModel", dict]:
+        """Read a model written by :meth:`save`: ``(model in eval mode, metadata)``.
+
+        Raises:
+            ValueError: the file is not a saved TOA model.
+        """
+        data = torch.load(path, map_location=map_location, weights_only=False)
+        if not isinstance(data, dict) or data.get("format") != "olas-toa-1":
+            raise ValueError(f"{path} is not a TOA model written by TOAModel.save")
+        model = cls(AdapterConfig(**data["adapter"]), data["kind"], data["n_classes"], **data["head_kwargs"])
+        model.load_state_dict(data["state"])
+        return model.eval(), data["metadata"]

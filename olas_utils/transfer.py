@@ -201,10 +201,11 @@ def bar_chart(summary: pd.DataFrame, task: str, *, caption: str = ""):
     return fig
 
 
-def comparison_markdown(summary: pd.DataFrame, *, sizes: str) -> str:
+def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFrame | None = None) -> str:
     """The closing text, generated from this run's summary: where transfer beats the
     baseline and the random-init control, and the gap to the self-trained upper bound,
-    set against the paper's claims (:data:`PAPER_CLAIMS`)."""
+    set against the paper's claims (:data:`PAPER_CLAIMS`). With the long ``frame`` of
+    :func:`run_transfer`, relation *accuracy* (the paper's measure) is reported too."""
     s = summary.dropna(subset=["transfer (mean)"])
     lines = [f"**This run** ({sizes}). Headline metric per task; percentages.", "",
              "| task | targets | transfer > baseline | transfer > random-init target | mean transfer | mean self | "
@@ -216,10 +217,24 @@ def comparison_markdown(summary: pd.DataFrame, *, sizes: str) -> str:
                      f"{t['random-init target'].mean():.1f} | {t.baseline.iloc[0]:.1f} |")
     beats = (s["transfer (mean)"] > s["random-init target"]).mean() if len(s) else float("nan")
     lines += ["", f"**Paper (§4):** {PAPER_CLAIMS}", "",
-              f"* Transferred adapters beat the random-init control on {beats:.0%} of (task, target) pairs. "
-              "Where they do, the adapter reads something the trained models share and an untrained copy lacks.",
+              (f"* Transferred adapters beat the random-init control on {beats:.0%} of (task, target) pairs: the "
+               "adapter reads something the trained models share and an untrained copy lacks." if beats >= 0.8 else
+               f"* Transferred adapters beat the random-init control on only {beats:.0%} of (task, target) pairs: "
+               "**this run does not show transfer beyond what an untrained copy's attention also gives**. At this "
+               "size (see above) it cannot test the paper's claim; the paper profile (GPU) can."),
               "* Where transfer does not beat the model-free baseline, the OLA adapter at this size does not know "
               "the task better than word identity statistics; this is expected for POS and NER, whose labels depend "
               "on the word form that OLA does not carry.",
               "* The paper reports relation *accuracy*; our headline is the official macro-F1 (accuracy is in the CSV)."]
+    if frame is not None and "accuracy" in frame and (frame.task == "relation").any():
+        r = frame[frame.task == "relation"]
+
+        def acc(cond):
+            a = r[r.condition == cond].accuracy * 100
+            return f"{a.mean():.1f} ({a.min():.1f}–{a.max():.1f})" if len(a) else "–"
+
+        lines.append(f"* Relation accuracy, mean (min–max) over pairs: transfer {acc('transfer')}, self {acc('self')}, "
+                     f"random-init target {acc('random-init target')}, majority-label baseline {acc('baseline')}; "
+                     "the paper's 30–33 % is for a 3B source model on 1.5–2B targets, full training data and a "
+                     "768-dim adapter.")
     return "\n".join(lines)

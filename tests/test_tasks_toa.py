@@ -115,3 +115,30 @@ def test_word_positions_are_first_subwords(zoo_model):
     with pytest.raises(ValueError, match="were not extracted from this"):
         build_examples(maps, load_task("relation", "test", n=4, seed=1), ["ola:1"])
     assert adapter_image(words, 0, ["ola:1"], keep_raw=False).shape[0] == 1
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("level", ["subword", "word"])
+def test_dependency_adapter_runs_at_both_levels(zoo_model, level, tmp_path):
+    from olas_utils.extract import extract_ola
+    from olas_utils.features import build_examples, n_channels
+    from olas_utils.toa import adapter_config, evaluate, fit_adapter
+    from olas_utils.train import TrainConfig
+
+    lm = zoo_model("smollm2-135m")
+    tr = load_task("dependency", "train", n=8, max_words=12, seed=0)
+    te = load_task("dependency", "test", n=6, max_words=12, seed=0)
+    ex = {}
+    for d in (tr, te):
+        maps = extract_ola(lm.model, lm.tokenizer, d.words, orders=(1,), rollout=False, layers=(), progress=False,
+                           level=level)
+        ex[d.split] = build_examples(maps, d, ["ola:1"])
+    if level == "subword":  # the image axis holds every token, the targets one per word
+        assert any(e.image.shape[-1] > len(e.positions) for e in ex["train"])
+    model, info = fit_adapter(ex["train"], tr, adapter_config("tiny", n_channels(["ola:1"])),
+                              TrainConfig(epochs=2, batch_size=4), checkpoint_dir=tmp_path,
+                              head_kwargs={"arc_dim": 16, "label_dim": 8}, progress=False)
+    assert info["steps"] > 0 and len(list(tmp_path.glob("dependency-*.pt"))) == 1
+    s = evaluate(model, ex["test"], te)
+    assert set(s) == {"uas", "las", "uas_nopunct", "las_nopunct"}
+    assert all(0.0 <= v <= 1.0 for v in s.values()) and s["las"] <= s["uas"]

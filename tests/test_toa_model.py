@@ -189,3 +189,17 @@ def test_training_killed_by_sigkill_resumes_to_identical_weights(tmp_path):
     for k in a:
         assert torch.equal(a[k], b[k]), k
     assert all(".tmp" not in p.name or p.name in leftovers for p in tmp_path.iterdir())
+
+
+def test_save_and_load_round_trip(tmp_path):
+    ex = _examples("dependency", n=4)
+    torch.manual_seed(0)
+    m = TOAModel(TINY, "dependency", 3, arc_dim=8, label_dim=4)
+    train_model(m, ex, TrainConfig(epochs=2, batch_size=2), progress=False)
+    m.save(tmp_path / "a.pt", source="toy", keys=["ola:1"])
+    m2, meta = TOAModel.load(tmp_path / "a.pt")
+    assert meta == {"source": "toy", "keys": ["ola:1"]}
+    assert predict(m2, ex) == predict(m, ex)
+    torch.save({"x": 1}, tmp_path / "b.pt")
+    with pytest.raises(ValueError, match="not a TOA model"):
+        TOAModel.load(tmp_path / "b.pt")
