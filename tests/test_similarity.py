@@ -1,5 +1,5 @@
-"""Batched SSIM against torchmetrics one pair at a time; Pearson against numpy; Hit@k and
-the retrieval table on hand-made cases."""
+"""Batched SSIM against torchmetrics one pair at a time (the independent reference); Pearson
+against numpy; Hit@k and the retrieval table on hand-made cases."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import pytest
 import torch
 from torchmetrics.functional.image import structural_similarity_index_measure as tm_ssim
 
+from olas_utils import similarity
 from olas_utils.similarity import (
+    _axis_windows,
+    _ssim_blocks,
     gaussian_window,
     hit_at_k,
     pearson_matrix,
@@ -65,7 +68,8 @@ def test_ssim_options_and_shapes():
     q = torch.rand(4, 2, 20, 30, generator=g)  # channels, non-square
     k = torch.rand(5, 2, 20, 30, generator=g) * 2
     for kw in [dict(), dict(data_range=1.0), dict(data_range=(0.1, 0.9)), dict(gaussian_kernel=False, kernel_size=7),
-               dict(sigma=0.8), dict(k1=0.02, k2=0.05)]:
+               dict(sigma=0.8), dict(sigma=(1.2, 0.7)), dict(gaussian_kernel=False, kernel_size=(5, 9)),
+               dict(k1=0.02, k2=0.05)]:
         got = ssim_matrix(q, k, **kw)
         ref = _reference(q, k, **kw)
         assert (got.double() - ref).abs().max() <= 1e-5, (kw, (got - ref).abs().max())
@@ -92,6 +96,82 @@ def test_ssim_edge_cases():
     with pytest.raises(ValueError, match="shape"):
         ssim_matrix(torch.rand(16, 16), torch.rand(16, 16))
     assert ssim_matrix(torch.rand(0, 16, 16), torch.rand(3, 16, 16)).shape == (0, 3)
+
+
+def _modes(rq, rk, bq, bk):
+    """Which denominator path each block of pairs takes in ``_ssim_blocks`` (one key group)."""
+    rq, rk = sorted(rq), sorted(rk)
+    out = set()
+    for qs in range(0, len(rq), bq):
+        qe = min(qs + bq, len(rq))
+        for ks in range(0, len(rk), bk):
+            ke = min(ks + bk, len(rk))
+            out.add("q" if rq[qs] >= rk[ke - 1] else ("k" if rq[qe - 1] <= rk[ks] else "mix"))
+    return out
+
+
+@pytest.mark.parametrize("size", [(17, 23), (6, 6), (12, 40)])
+def test_ssim_block_paths_match_torchmetrics(size, monkeypatch):
+    """Small, ragged blocks (strips and row groups that do not divide the image; key blocks
+    that do not divide the keys) on non-square images whose ranges spread over 3 orders of
+    magnitude, so that blocks take L from the queries, from the keys, and from both."""
+    h, w = size
+    g = torch.Generator().manual_seed(h * 100 + w)
+    q = torch.cat([torch.rand(5, h, w, generator=g) * torch.logspace(-2, 1, 5)[:, None, None],
+                   _ola_like(4, max(h, w), g)[:, :h, :w]])[:, None]
+    k = torch.cat([torch.rand(6, h, w, generator=g) * torch.logspace(-1.5, 0.5, 6)[:, None, None],
+                   _ola_like(5, max(h, w), g, causal=True)[:, :h, :w]])[:, None]
+    rq = (q.flatten(1).amax(1) - q.flatten(1).amin(1)).tolist()
+    rk = (k.flatten(1).amax(1) - k.flatten(1).amin(1)).tolist()
+    assert _modes(rq, rk, 3, 4) == {"q", "k", "mix"}
+    windows = _axis_windows(True, 1.5, 11, torch.float32, "cpu")
+    ref = _reference(q, k)
+    for block in [(3, 4, 3, 4), (2, 5, 1, 3), (9, 11, None, 10)]:
+        got = _ssim_blocks(q, k, windows, None, 0.01, 0.03, 2**30, False, block=block)
+        assert (got.double() - ref).abs().max() <= 1e-5, (block, (got.double() - ref).abs().max())
+    # a budget for ~15 images' tensors: keys in several groups, queries in several chunks
+    calls = {True: 0, False: 0}
+    prepare = similarity._prepare
+
+    def counting(*args, key_side, **kw):
+        calls[key_side] += 1
+        return prepare(*args, key_side=key_side, **kw)
+
+    monkeypatch.setattr(similarity, "_prepare", counting)
+    per_image = 4 * ((h + 10) * w * 11 + 9 * h * w)
+    got = ssim_matrix(q, k, max_block_bytes=15 * per_image)
+    assert calls[True] >= 2 and calls[False] >= 2, calls
+    assert (got.double() - ref).abs().max() <= 1e-5
+
+
+def test_ssim_structured_images_and_hit_at_k_match_torchmetrics():
+    """OLA-like images (row-stochastic with a sink column, causal ones symmetrised) of two
+    "models": the second sees the same chunks mixed with unrelated maps (90 %), so that
+    retrieval is imperfect. Every score, every true-match rank and Hit@k equal those of
+    torchmetrics called pair by pair."""
+    g = torch.Generator().manual_seed(7)
+    base = torch.cat([_ola_like(16, 24, g), _ola_like(16, 24, g, causal=True)])
+    other = 0.1 * base + 0.9 * torch.cat([_ola_like(16, 24, g), _ola_like(16, 24, g, causal=True)])
+    got = ssim_matrix(base, other)
+    ref = _reference(base[:, None], other[:, None])
+    assert (got.double() - ref).abs().max() <= 1e-5
+    assert np.array_equal(true_match_ranks(got), true_match_ranks(ref))
+    hits = {kk: hit_at_k(got, kk) for kk in (1, 5)}
+    assert hits == {kk: hit_at_k(ref, kk) for kk in (1, 5)}
+    assert 0 < hits[1] < 1  # not a trivial case
+
+
+def test_ssim_constant_images():
+    c1, c2 = torch.full((1, 1, 12, 12), 0.5), torch.full((1, 1, 12, 12), -2.0)
+    x = torch.rand(1, 1, 12, 12, generator=torch.Generator().manual_seed(0))
+    got = ssim_matrix(torch.cat([c1, c2, x]), torch.cat([c1, c2, x]))
+    # both constant: L = 0 and C1 = C2 = 0, so 0/0 — NaN (torchmetrics: NaN for equal constants)
+    assert torch.isnan(got[:2, :2]).all()
+    assert torch.isnan(tm_ssim(c1, c1))
+    # a constant image against a varying one is an ordinary score
+    for i, j in [(0, 2), (2, 1), (2, 2)]:
+        ref = float(tm_ssim(torch.cat([c1, c2, x])[i : i + 1], torch.cat([c1, c2, x])[j : j + 1]))
+        assert abs(float(got[i, j]) - ref) <= 1e-5
 
 
 def test_gaussian_window_is_torchmetrics():
