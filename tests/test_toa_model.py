@@ -203,3 +203,18 @@ def test_save_and_load_round_trip(tmp_path):
     torch.save({"x": 1}, tmp_path / "b.pt")
     with pytest.raises(ValueError, match="not a TOA model"):
         TOAModel.load(tmp_path / "b.pt")
+
+
+def test_checkpoint_write_errors_name_the_path(tmp_path, monkeypatch):
+    import errno
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    ex = _examples("token", n=4)
+    with pytest.raises(OSError) as ei:
+        train_model(TOAModel(TINY, "token", 3), ex, TrainConfig(epochs=1, checkpoint_every=1),
+                    checkpoint=tmp_path / "ck" / "run.pt", progress=False)
+    assert ei.value.errno == errno.ENOSPC and str(tmp_path / "ck" / "run.pt") in str(ei.value)
+    assert not list((tmp_path / "ck").iterdir())  # nothing half-written left behind
