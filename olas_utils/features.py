@@ -4,7 +4,8 @@ with the position of every word on the image axis and the gold targets.
 Channels (paper.md §4): for each requested map (e.g. ``"ola:1"``, ``"ola:2"``) the raw map
 and the map with its attention-sink outliers removed (:func:`olas_utils.sinks.preprocess`
 with ``keep_raw=True``), rows renormalised to sum 1 and then multiplied by the image side L
-so that a uniform row is all ones whatever the sentence length. Causal maps are *not*
+so that every row sums to L whatever the sentence length (a uniform encoder row is all
+ones; a causal row i spreads L over its i+1 visible positions). Causal maps are *not*
 symmetrised here (the adapter sees the lower triangle as it is).
 """
 
@@ -98,8 +99,10 @@ def build_examples(maps: OLAMaps, data: TaskData, keys: Sequence[str], *, remove
         One :class:`Example` per sentence.
 
     Raises:
-        ValueError: if the maps were extracted from other sentences.
+        ValueError: no keys, or the maps were extracted from other sentences.
     """
+    if not keys:
+        raise ValueError("keys must name at least one map, e.g. ['ola:1', 'ola:2']")
     if len(maps) != len(data) or any(list(a) != list(b) for a, b in zip(maps.words, data.words)):
         raise ValueError(f"the maps ({len(maps)} sentences) were not extracted from this {data.task}/"
                          f"{data.split} data ({len(data)} sentences); extract them from data.words")

@@ -189,9 +189,15 @@ class TOAModel(nn.Module):
         """Read a model written by :meth:`save`: ``(model in eval mode, metadata)``.
 
         Raises:
-            ValueError: the file is not a saved TOA model.
+            FileNotFoundError: no file at ``path``.
+            ValueError: the file is not a (readable) saved TOA model.
         """
-        data = torch.load(path, map_location=map_location, weights_only=False)
+        try:
+            data = torch.load(path, map_location=map_location, weights_only=False)
+        except FileNotFoundError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a damaged file gets the documented error
+            raise ValueError(f"{path} is not a readable TOA model ({e})") from e
         if not isinstance(data, dict) or data.get("format") != "olas-toa-1":
             raise ValueError(f"{path} is not a TOA model written by TOAModel.save")
         model = cls(AdapterConfig(**data["adapter"]), data["kind"], data["n_classes"], **data["head_kwargs"])

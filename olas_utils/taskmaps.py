@@ -114,8 +114,9 @@ def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: str | Non
     Returns:
         :class:`~olas_utils.extract.OLAMaps` at subword level (``.to_words()`` for words).
 
-    Raises:
-        OSError: the cache folder cannot be written (the message names the path).
+    Warns:
+        UserWarning: the cache cannot be written (the maps are still returned) or a cached
+            file is unreadable (it is extracted again).
     """
     from .extract import extract_ola
     from .settings import cache_dir as default_cache
@@ -133,6 +134,7 @@ def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: str | Non
                        batch_size=batch_size, progress=progress, model_name=lm.name)
     try:
         maps.save(path)
-    except OSError as e:
-        raise OSError(e.errno, f"could not write OLA maps to the cache {path}: {e.strerror or e}") from e
+    except OSError as e:  # keep the work: return the maps, say why they were not cached
+        warnings.warn(f"could not write OLA maps to the cache {path} ({e.strerror or e}); they are returned but "
+                      "will be extracted again next time. Set OLAS_CACHE_DIR to a writable folder.", stacklevel=2)
     return maps

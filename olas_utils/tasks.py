@@ -165,10 +165,12 @@ def load_task(task: str, split: str, *, n: int | None = None, max_words: int | N
         A :class:`TaskData`.
 
     Raises:
-        ValueError: unknown task or split, or no sentence passes the filter.
+        ValueError: unknown task or split, ``n < 1``, or no sentence passes the filter.
         FileNotFoundError: missing data (from the readers).
     """
     spec = _spec(task)
+    if n is not None and n < 1:
+        raise ValueError(f"n must be a positive number of sentences or None (all), got {n}")
     if split not in spec.splits:
         raise ValueError(f"split must be one of {sorted(spec.splits)}, got {split!r}")
     ds = _reader(task)(spec.splits[split], data_dir=data_dir)

@@ -8,8 +8,6 @@ excluded) and accuracy; dependency UAS / LAS per word with and without punctuati
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Sequence
@@ -20,7 +18,7 @@ from .adapter import ADAPTER_SIZES, AdapterConfig
 from .features import Example
 from .heads import TOAModel
 from .tasks import TaskData
-from .train import TrainConfig, predict, train_model
+from .train import TrainConfig, checkpoint_key, predict, train_model
 
 __all__ = ["HEADLINE", "to_labels", "score", "trivial_baseline", "fit_adapter", "adapter_config"]
 
@@ -49,7 +47,8 @@ def score(data: TaskData, labels: Sequence) -> dict:
     Returns:
         pos: ``{"accuracy"}``; NER: ``{"precision", "recall", "f1"}``; relation:
         ``{"macro_f1", "accuracy", "macro_f1_18"}``; dependency: ``{"uas", "las",
-        "uas_nopunct", "las_nopunct"}``. All fractions in [0, 1].
+        "uas_nopunct", "las_nopunct"}`` (the last two only when ``data.upos`` is known). All
+        fractions in [0, 1].
 
     Raises:
         ValueError: predictions that do not match the data's shape (from the metrics).
@@ -68,7 +67,7 @@ def score(data: TaskData, labels: Sequence) -> dict:
     heads = [h for h, _ in labels]
     rels = [r for _, r in labels]
     out = {}
-    for punct, suffix in ((True, ""), (False, "_nopunct")):
+    for punct, suffix in ((True, ""), (False, "_nopunct")) if data.upos is not None else ((True, ""),):
         s = metrics.attachment_scores(data.heads, heads, data.labels, rels, upos=data.upos, punct=punct)
         out["uas" + suffix], out["las" + suffix] = s["uas"], s["las"]
     return out
@@ -80,7 +79,10 @@ def trivial_baseline(train: TaskData, test: TaskData) -> list:
 
     * token tasks: the most frequent tag of each word form in train (lower-cased), else
       the most frequent tag overall;
-    * relation: the majority label;
+    * relation: the most frequent label of the pair of entity words (the last word of each
+      span, lower-cased) in train, backing off to that of the second entity's word, then of
+      the first's, then to the majority label (which alone would score a macro-F1 of 0, as
+      the majority label is ``Other``);
     * dependency: every word attaches to its left neighbour (the first word to the root)
       or every word to its right neighbour (the last word to the root), whichever has the
       higher UAS on train; each word's relation is the most frequent one of its form.
@@ -90,9 +92,24 @@ def trivial_baseline(train: TaskData, test: TaskData) -> list:
     """
     if train.task != test.task:
         raise ValueError(f"train is {train.task}, test is {test.task}")
+    if not len(train):
+        raise ValueError("the training split is empty")
     if train.kind == "relation":
+        def ents(words, spans):
+            return words[spans[0][1] - 1].lower(), words[spans[1][1] - 1].lower()
+
+        tables: list[dict[object, Counter]] = [defaultdict(Counter) for _ in range(3)]
+        for ws, sp, lab in zip(train.words, train.spans, train.labels):
+            e1, e2 = ents(ws, sp)
+            for table, k in zip(tables, ((e1, e2), e2, e1)):
+                table[k][lab] += 1
         top = Counter(train.labels).most_common(1)[0][0]
-        return [top] * len(test)
+        out = []
+        for ws, sp in zip(test.words, test.spans):
+            e1, e2 = ents(ws, sp)
+            hit = next((t[k] for t, k in zip(tables, ((e1, e2), e2, e1)) if k in t), None)
+            out.append(hit.most_common(1)[0][0] if hit else top)
+        return out
     per_word: dict[str, Counter] = defaultdict(Counter)
     overall: Counter = Counter()
     for ws, ls in zip(train.words, train.labels):
@@ -155,18 +172,31 @@ def fit_adapter(examples: Sequence[Example], data: TaskData, adapter: AdapterCon
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model = TOAModel(adapter, data.kind, len(data.label_names), **(head_kwargs or {}))
+    extra = {**(provenance or {}), "task": data.task, "labels": list(data.label_names), "data": data.fingerprint(),
+             "head_kwargs": head_kwargs or {}}
     ckpt = None
     if checkpoint_dir is not None:
-        tag = hashlib.sha256(json.dumps([provenance or {}, adapter.to_dict(), repr(cfg), head_kwargs or {},
-                                         data.fingerprint()], sort_keys=True, default=str).encode()).hexdigest()[:24]
-        ckpt = Path(checkpoint_dir) / f"{data.task}-{tag}.pt"
-    info = train_model(model, examples, cfg, checkpoint=ckpt, extra=provenance, device=device,
+        # named by the run's full key (settings + the examples' bytes): another model, other channels,
+        # level or library versions give another file, never a clash or a silent reuse
+        ckpt = Path(checkpoint_dir) / f"{data.task}-{checkpoint_key(model, cfg, examples, extra)[:32]}.pt"
+    info = train_model(model, examples, cfg, checkpoint=ckpt, extra=extra, device=device,
                        progress=progress, desc=desc)
     return model, info
 
 
 def evaluate(model: TOAModel, examples: Sequence[Example], data: TaskData, *, device="cpu", tree: str = "mst") -> dict:
-    """Predict ``examples`` (of ``data``) and :func:`score` them."""
+    """Predict ``examples`` (of ``data``) and :func:`score` them.
+
+    Raises:
+        ValueError: the model was built for another kind of task or another label set, or
+            the examples are not those of ``data``.
+    """
+    if model.kind != data.kind or model.n_classes != len(data.label_names):
+        raise ValueError(f"the model is a {model.kind} model with {model.n_classes} classes but {data.task} is a "
+                         f"{data.kind} task with {len(data.label_names)} labels; evaluate it on the task it was "
+                         "trained for")
+    if len(examples) != len(data):
+        raise ValueError(f"{len(examples)} examples for {len(data)} sentences of {data.task}/{data.split}")
     return score(data, to_labels(data, predict(model, examples, device=device, tree=tree)))
 
 

@@ -65,6 +65,10 @@ class TrainConfig:
             raise ValueError("epochs, batch_size and checkpoint_every must be >= 1")
         if not 0 <= self.noise_p <= 1:
             raise ValueError(f"noise_p must be in [0, 1], got {self.noise_p}")
+        if self.lr <= 0 or self.noise_std < 0 or self.weight_decay < 0 or self.grad_clip < 0:
+            raise ValueError("lr must be > 0 and noise_std, weight_decay, grad_clip >= 0; got "
+                             f"lr={self.lr}, noise_std={self.noise_std}, weight_decay={self.weight_decay}, "
+                             f"grad_clip={self.grad_clip}")
 
 
 class CheckpointMismatchError(ValueError):
@@ -127,7 +131,7 @@ def _augment(images: torch.Tensor, cfg: TrainConfig, gen: torch.Generator) -> to
     b = images.shape[0]
     pick = torch.rand(b, generator=gen) < cfg.noise_p
     noise = torch.randn(images.shape, generator=gen)
-    std = images.flatten(2).std(-1)[..., None, None]  # (B, C, 1, 1)
+    std = images.flatten(2).std(-1, correction=0)[..., None, None]  # (B, C, 1, 1); 0 for a 1×1 image
     return images + pick[:, None, None, None].to(images.dtype) * noise * (cfg.noise_std * std)
 
 
@@ -146,9 +150,9 @@ def checkpoint_key(model: TOAModel, cfg: TrainConfig, examples: Sequence[Example
 
 
 def _save_atomic(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(obj, tmp)
         os.replace(tmp, path)
     except OSError as e:
@@ -199,7 +203,7 @@ def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, 
             state = torch.load(path, weights_only=False, map_location="cpu")
         except Exception as e:  # noqa: BLE001 - a truncated file is reported, not reused
             raise CheckpointMismatchError(f"{path} is not a readable checkpoint ({e}); delete it to start over") from e
-        if state.get("key") != key:
+        if not isinstance(state, dict) or state.get("key") != key:
             raise CheckpointMismatchError(
                 f"{path} was written for another training run (other data, settings or model size); "
                 "delete it or pass another checkpoint path")
@@ -208,6 +212,12 @@ def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, 
         sched.load_state_dict(state["scheduler"])
         step, losses_sum = state["step"], state["losses_sum"]
         resumed = step
+    if path is not None and not path.exists():
+        try:  # fail before training, not after the first steps, if the folder cannot be written
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OSError(e.errno, f"cannot create the checkpoint folder {path.parent}: {e.strerror}; "
+                          "pass another checkpoint path or none") from e
     flat = [(e, b) for e in range(cfg.epochs) for b in plan[e]]
     bar = tqdm(total=total, initial=step, desc=desc, disable=not progress, unit="step", leave=False)
     model.train()
@@ -221,6 +231,10 @@ def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, 
                 torch.manual_seed(_seed(cfg.seed, "dropout", step))
                 out = model(images, batch["positions"], batch.get("spans"))
                 loss = model.loss(out, batch)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"non-finite training loss ({float(loss.detach())}) at step {step} (epoch {epoch}, examples "
+                    f"{idx}); check the inputs for NaN/inf or lower the learning rate ({cfg.lr})")
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.grad_clip > 0:
@@ -261,6 +275,10 @@ def predict(model: TOAModel, examples: Sequence[Example], *, batch_size: int = 3
     """
     from .decoding import decode_tree
 
+    if examples and model.kind == "relation" and examples[0].spans is None:
+        raise ValueError("a relation model needs examples with entity spans (relation task data)")
+    if examples and model.kind == "dependency" and examples[0].heads is None:
+        raise ValueError("a dependency model needs dependency examples (the 'dependency' task)")
     model.to(device).eval()
     out: list = [None] * len(examples)
     for idx in size_batches(examples, batch_size):

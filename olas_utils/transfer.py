@@ -39,7 +39,7 @@ PROFILES: dict[str, dict] = {
     "quick": {"models": None, "tasks": None, "n_train": 150, "n_test": 100, "max_words": 25,
               "keys": ["ola:1", "ola:2"], "level": "word", "adapter": "small", "epochs": 8, "batch_size": 8,
               "lr": 3e-3, "arc_dim": 64, "label_dim": 32, "train_on_controls": False},
-    "paper": {"models": None, "tasks": None, "n_train": None, "n_test": None, "max_words": 64,
+    "paper": {"models": None, "tasks": None, "n_train": None, "n_test": None, "max_words": None, "min_words": 1,
               "keys": ["ola:1", "ola:2"], "level": "subword", "adapter": "paper", "epochs": 15, "batch_size": 2,
               "lr": 1e-5, "arc_dim": 512, "label_dim": 128, "train_on_controls": True},
 }
@@ -51,9 +51,10 @@ PAPER_CLAIMS = ("On SemEval relation classification, TOA trained on Llama-3.2-3B
 
 
 def load_splits(tasks: Sequence[str], cfg: dict, seed: int = 0, data_dir=None) -> dict[str, tuple[TaskData, TaskData]]:
-    """``{task: (train, test)}`` subsets per the profile ``cfg`` (n_train, n_test, max_words)."""
-    return {t: (load_task(t, "train", n=cfg["n_train"], max_words=cfg["max_words"], seed=seed, data_dir=data_dir),
-                load_task(t, "test", n=cfg["n_test"], max_words=cfg["max_words"], seed=seed, data_dir=data_dir))
+    """``{task: (train, test)}`` subsets per the profile ``cfg`` (n_train, n_test, max_words,
+    min_words; the paper profile keeps every sentence)."""
+    kw = {"max_words": cfg["max_words"], "min_words": cfg.get("min_words", 2), "seed": seed, "data_dir": data_dir}
+    return {t: (load_task(t, "train", n=cfg["n_train"], **kw), load_task(t, "test", n=cfg["n_test"], **kw))
             for t in tasks}
 
 

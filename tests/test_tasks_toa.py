@@ -142,3 +142,52 @@ def test_dependency_adapter_runs_at_both_levels(zoo_model, level, tmp_path):
     s = evaluate(model, ex["test"], te)
     assert set(s) == {"uas", "las", "uas_nopunct", "las_nopunct"}
     assert all(0.0 <= v <= 1.0 for v in s.values()) and s["las"] <= s["uas"]
+
+
+def test_relation_baseline_backs_off_from_entity_pair_to_words():
+    words = [["a", "b"], ["a", "c"], ["d", "b"], ["e", "f"], ["e", "f"]]
+    labels = ["Cause-Effect(e1,e2)", "Other", "Message-Topic(e1,e2)", "Other", "Other"]
+    tr = _toy("relation", words, labels, spans=[((0, 1), (1, 2))] * 5)
+    te = _toy("relation", [["A", "B"], ["q", "c"], ["q", "z"], ["d", "z"]], ["Other"] * 4, spans=[((0, 1), (1, 2))] * 4)
+    # (a,b) pair seen -> Cause-Effect; c as e2 -> Other; nothing known -> majority Other; d as e1 -> Message-Topic
+    assert trivial_baseline(tr, te) == ["Cause-Effect(e1,e2)", "Other", "Other", "Message-Topic(e1,e2)"]
+
+
+def test_load_task_rejects_non_positive_n():
+    with pytest.raises(ValueError, match="positive number"):
+        load_task("pos", "train", n=0)
+
+
+@pytest.mark.real_model
+def test_adapters_for_two_models_get_their_own_checkpoints_and_kinds_are_checked(zoo_model, tmp_path, monkeypatch):
+    import warnings
+
+    from olas_utils.features import build_examples, n_channels
+    from olas_utils.extract import OLAMaps
+    from olas_utils.taskmaps import ModelPool, task_maps
+    from olas_utils.toa import adapter_config, evaluate, fit_adapter
+    from olas_utils.train import TrainConfig
+
+    monkeypatch.setenv("OLAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("olas_utils.zoo.load_model", lambda name, device=None: zoo_model(name))
+    rel = load_task("relation", "train", n=6, max_words=12)
+    pos = load_task("pos", "train", n=4, max_words=12)
+    pool = ModelPool(device="cpu")
+    models = {}
+    for name in ("minilm-l6", "smollm2-135m"):
+        x = build_examples(task_maps(pool, name, rel, progress=False).to_words(), rel, ["ola:1", "ola:2"])
+        models[name], _ = fit_adapter(x, rel, adapter_config("tiny", n_channels(["ola:1", "ola:2"])),
+                                      TrainConfig(epochs=1), checkpoint_dir=tmp_path / "ck", progress=False)
+    assert len(list((tmp_path / "ck").glob("relation-*.pt"))) == 2
+    x_pos = build_examples(task_maps(pool, "minilm-l6", pos, progress=False).to_words(), pos, ["ola:1", "ola:2"])
+    with pytest.raises(ValueError, match="relation model"):
+        evaluate(models["minilm-l6"], x_pos, pos)
+
+    def full(self, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(OLAMaps, "save", full)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        maps = task_maps(pool, "minilm-l6", load_task("pos", "test", n=3, max_words=10), progress=False)
+    assert len(maps) == 3 and any("could not write OLA maps" in str(x.message) for x in w)

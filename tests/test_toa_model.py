@@ -218,3 +218,19 @@ def test_checkpoint_write_errors_name_the_path(tmp_path, monkeypatch):
                     checkpoint=tmp_path / "ck" / "run.pt", progress=False)
     assert ei.value.errno == errno.ENOSPC and str(tmp_path / "ck" / "run.pt") in str(ei.value)
     assert not list((tmp_path / "ck").iterdir())  # nothing half-written left behind
+
+
+def test_one_word_images_train_without_nan_and_bad_inputs_fail_loudly():
+    ex = _examples("token", n=4) + [Example(image=torch.rand(2, 1, 1), positions=torch.arange(1), labels=torch.tensor([1]))]
+    torch.manual_seed(0)
+    m = TOAModel(TINY, "token", 3)
+    info = train_model(m, ex, TrainConfig(epochs=3, batch_size=1, noise_p=1.0), progress=False)
+    assert all(torch.isfinite(torch.tensor(info["losses"])))
+    assert all(torch.isfinite(p).all() for p in m.parameters())
+    bad = [Example(image=torch.full((2, 3, 3), float("nan")), positions=torch.arange(3), labels=torch.tensor([0, 1, 2]))]
+    with pytest.raises(FloatingPointError, match="non-finite training loss"):
+        train_model(TOAModel(TINY, "token", 3), bad, TrainConfig(epochs=1), progress=False)
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        TrainConfig(lr=0)
+    with pytest.raises(ValueError, match="entity spans"):
+        predict(TOAModel(TINY, "relation", 3), _examples("token", n=2))
