@@ -235,7 +235,7 @@ def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFram
             return f"{a.mean():.1f} ({a.min():.1f}–{a.max():.1f})" if len(a) else "–"
 
         lines.append(f"* Relation accuracy, mean (min–max) over pairs: transfer {acc('transfer')}, self {acc('self')}, "
-                     f"random-init target {acc('random-init target')}, majority-label baseline {acc('baseline')}; "
+                     f"random-init target {acc('random-init target')}, model-free baseline {acc('baseline')}; "
                      "the paper's 30–33 % is for a 3B source model on 1.5–2B targets, full training data and a "
                      "768-dim adapter.")
     return "\n".join(lines)
