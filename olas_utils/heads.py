@@ -171,17 +171,19 @@ class TOAModel(nn.Module):
 
     def save(self, path, **metadata) -> "Path":
         """Write the model (architecture, weights and ``metadata``, e.g. the source model,
-        channel keys, label names) to ``path`` atomically; returns the path."""
-        import os
+        channel keys, label names) to ``path`` atomically; returns the path.
+
+        Raises:
+            OSError: the file cannot be written (the message names the path).
+        """
         from pathlib import Path
 
+        from .train import save_atomic
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        torch.save({"format": "olas-toa-1", "adapter": self.adapter.config.to_dict(), "kind": self.kind,
-                    "n_classes": self.n_classes, "head_kwargs": self.head_kwargs, "state": self.state_dict(),
-                    "metadata": metadata}, tmp)
-        os.replace(tmp, path)
+        save_atomic({"format": "olas-toa-1", "adapter": self.adapter.config.to_dict(), "kind": self.kind,
+                     "n_classes": self.n_classes, "head_kwargs": self.head_kwargs, "state": self.state_dict(),
+                     "metadata": metadata}, path)
         return path
 
     @classmethod

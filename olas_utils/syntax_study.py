@@ -126,12 +126,10 @@ def parser_frame(models: Sequence[str], train: TaskData, test: TaskData, pool, c
     from .features import build_examples, n_channels
     from .settings import cache_dir
     from .taskmaps import task_maps
-    from .toa import adapter_config, evaluate, fit_adapter, score, trivial_baseline
-    from .train import TrainConfig
+    from .toa import adapter_config, evaluate, fit_adapter, profile_training, score, trivial_baseline
 
     ckpt = checkpoint_dir or (cache_dir() / "toa")
-    tcfg = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"], seed=seed)
-    heads = {"arc_dim": cfg["arc_dim"], "label_dim": cfg["label_dim"]}
+    tcfg, heads = profile_training(cfg, seed, "dependency")
     rows = []
     for name in models:
         m_tr = task_maps(pool, name, train, progress=progress)

@@ -44,17 +44,20 @@ class ModelPool:
         self.device, self.seed = device, seed
         self._name: str | None = None
         self._models: dict = {}
+        self._weights_ids: dict[str, str] = {}
 
     def weights_id(self, name: str) -> str:
         """SHA-256 of a zoo model's pinned weights without loading it; other models are
-        loaded and their weights hashed (:func:`olas_utils.cache.weights_fingerprint`)."""
+        loaded and their weights hashed once per pool (:func:`olas_utils.cache.weights_fingerprint`)."""
         from .zoo import REGISTRY
 
         if name in REGISTRY:
             return REGISTRY[name].sha256
-        from .cache import weights_fingerprint
+        if name not in self._weights_ids:
+            from .cache import weights_fingerprint
 
-        return weights_fingerprint(self.get(name))
+            self._weights_ids[name] = weights_fingerprint(self.get(name))
+        return self._weights_ids[name]
 
     def get(self, name: str, control: str | None = None):
         """The :class:`~olas_utils.zoo.LoadedModel` for ``name``, or its control

@@ -20,7 +20,7 @@ from .heads import TOAModel
 from .tasks import TaskData
 from .train import TrainConfig, checkpoint_key, predict, train_model
 
-__all__ = ["HEADLINE", "to_labels", "score", "trivial_baseline", "fit_adapter", "adapter_config"]
+__all__ = ["HEADLINE", "to_labels", "score", "trivial_baseline", "fit_adapter", "adapter_config", "profile_training"]
 
 #: The metric each task's tables lead with (key of :func:`score`'s result). Dependency leads
 #: with UAS: OLA carries structure but no word identity, and LAS also needs relation labels
@@ -147,6 +147,15 @@ def adapter_config(size: str | dict, in_channels: int) -> AdapterConfig:
             raise ValueError(f"unknown adapter size {size!r}; available: {sorted(ADAPTER_SIZES)}")
         size = ADAPTER_SIZES[size]
     return AdapterConfig(in_channels=in_channels, **size)
+
+
+def profile_training(cfg: dict, seed: int, kind: str) -> tuple[TrainConfig, dict]:
+    """Training settings of a notebook profile (keys ``epochs``, ``batch_size``, ``lr``,
+    ``arc_dim``, ``label_dim``): ``(TrainConfig, head_kwargs)``; the head arguments are the
+    biaffine sizes for the dependency kind and empty otherwise."""
+    tcfg = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"], seed=seed)
+    heads = {"arc_dim": cfg["arc_dim"], "label_dim": cfg["label_dim"]} if kind == "dependency" else {}
+    return tcfg, heads
 
 
 def fit_adapter(examples: Sequence[Example], data: TaskData, adapter: AdapterConfig, cfg: TrainConfig, *,

@@ -31,7 +31,7 @@ from .features import Example
 from .heads import TOAModel
 
 __all__ = ["TrainConfig", "CheckpointMismatchError", "size_batches", "collate", "train_model", "predict",
-           "checkpoint_key"]
+           "checkpoint_key", "save_atomic"]
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,13 @@ def checkpoint_key(model: TOAModel, cfg: TrainConfig, examples: Sequence[Example
     return h.hexdigest()
 
 
-def _save_atomic(obj, path: Path) -> None:
+def save_atomic(obj, path: Path) -> None:
+    """``torch.save`` to a temporary file beside ``path``, then rename: a reader never sees
+    a half-written file.
+
+    Raises:
+        OSError: the folder or file cannot be written; the message names ``path``.
+    """
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -246,7 +252,7 @@ def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, 
             bar.update(1)
             bar.set_postfix(epoch=epoch, loss=f"{float(loss.detach()):.3f}")
             if path is not None and (step % cfg.checkpoint_every == 0 or step == total):
-                _save_atomic({"key": key, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                save_atomic({"key": key, "model": model.state_dict(), "optimizer": opt.state_dict(),
                               "scheduler": sched.state_dict(), "step": step, "losses_sum": losses_sum,
                               "done": step == total}, path)
     finally:

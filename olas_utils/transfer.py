@@ -81,12 +81,10 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
     from .features import build_examples, n_channels
     from .settings import cache_dir
     from .taskmaps import task_maps
-    from .toa import HEADLINE, adapter_config, evaluate, fit_adapter, score, trivial_baseline
-    from .train import TrainConfig
+    from .toa import HEADLINE, adapter_config, evaluate, fit_adapter, profile_training, score, trivial_baseline
 
     ckpt = checkpoint_dir or (cache_dir() / "toa")
     keys = list(cfg["keys"])
-    tcfg = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"], seed=seed)
     adapter = adapter_config(cfg["adapter"], n_channels(keys))
     with_controls = bool(cfg.get("train_on_controls"))
 
@@ -113,9 +111,8 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
         rows.append({"task": task, "metric": HEADLINE[task], "family": family.get(target, "-"), "source": source,
                      "target": target, "condition": condition, "score": scores[HEADLINE[task]], **scores})
 
-    heads = {"arc_dim": cfg["arc_dim"], "label_dim": cfg["label_dim"]}
     for task, (train, test) in splits.items():
-        hk = heads if TASKS[task].kind == "dependency" else {}
+        tcfg, hk = profile_training(cfg, seed, TASKS[task].kind)
         for source in models:
             model, _ = fit_adapter(ex[source, "none", task, "train"], train, adapter, tcfg, checkpoint_dir=ckpt,
                                    head_kwargs=hk, provenance={"model": source, "keys": keys, "level": cfg["level"]},
