@@ -23,7 +23,7 @@ models: install
 	$(PY) -m olas_utils.zoo prepare
 
 reproduce: models
-	$(PY) -m olas_utils.reproduce --profile $(PROFILE)
+	$(PY) -m olas_utils.ui.reproduce --profile $(PROFILE)
 
 test: models
 	$(PY) -m pytest

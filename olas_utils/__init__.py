@@ -1,6 +1,50 @@
 """OLAS: Order-Level Attention analysis across language models.
 
-Importing the package does no work: submodules are loaded when first used.
+The front door::
+
+    from olas_utils import load_model, extract_ola, OLAMaps
+
+    lm = load_model("minilm-l6")                      # zoo name, local folder or Hugging Face id
+    maps = extract_ola(lm.model, lm.tokenizer, [["The", "cat", "sat", "."]], orders=(1, 2))
+    maps["ola:1"][0]                                  # (T, T) order-1 OLA of sentence 0
+
+Importing the package does no work: the names above are loaded on first use (PEP 562);
+subpackages are imported explicitly (``from olas_utils.zoo import ...``). They are laid out
+by layer (lowest first; a layer imports only lower ones):
+
+- core (this folder): ``ola``, ``architecture``, ``capture``, ``extract``, ``align``,
+  ``sinks``, ``settings``, ``atomic`` — words → OLA maps;
+- ``data``: dataset readers, the similarity corpus, the TOA tasks;
+- ``zoo``: the offline model registry, preparation, loading, sanity checks, model controls;
+- ``similarity`` and ``toa``: cross-LM retrieval and the visual classifier; the
+  Transferable OLA Adapter, probes and metrics;
+- ``studies``: the logic and figures of notebooks 01–04;
+- ``ui``: the explorer widget, the ``olas`` command and the notebook runner.
 """
 
 __version__ = "0.1.0"
+
+#: public name -> module that defines it (loaded on first access)
+_FRONT_DOOR = {
+    "load_model": "olas_utils.zoo",
+    "LoadedModel": "olas_utils.zoo",
+    "extract_ola": "olas_utils.extract",
+    "OLAMaps": "olas_utils.extract",
+}
+
+__all__ = ["__version__", *_FRONT_DOOR]
+
+
+def __getattr__(name: str):
+    """Load a front-door name (``load_model``, ``extract_ola``, ``OLAMaps``, ...) on first use."""
+    if name in _FRONT_DOOR:
+        import importlib
+
+        value = getattr(importlib.import_module(_FRONT_DOOR[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'olas_utils' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FRONT_DOOR))

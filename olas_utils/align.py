@@ -8,7 +8,7 @@ fast tokenizers return on the text ``" ".join(words)``:
 
 * a subword is assigned to the word whose characters it overlaps (if it overlaps several,
   the first — with space-joined words this only happens for tokenizers that merge across
-  spaces, and is reported by :func:`check_alignment`);
+  spaces);
 * a subword that covers only whitespace (SentencePiece's lone ``▁``) belongs to the word
   that follows it;
 * special tokens (``special_tokens_mask == 1``) get word id ``-1``;

@@ -2,7 +2,7 @@
 OLA accumulators the moment it exists, so no more than one layer's per-head attention is
 alive at a time (no ``output_attentions`` tuple of every layer).
 
-Three paths, chosen per model by :func:`capture_path`:
+Three paths, chosen per model by :func:`olas_utils.architecture.capture_path`:
 
 ``"interface"``
     Models whose attention layers dispatch through ``transformers.AttentionInterface``
@@ -16,7 +16,7 @@ Three paths, chosen per model by :func:`capture_path`:
     Architectures that compute attention inside their own module (MPNet): a forward
     pre-hook asks that module for its probabilities and a forward hook folds them and
     drops them from the module's output. Per-architecture settings live in
-    :data:`HOOK_SPECS` (data, not code).
+    :data:`olas_utils.architecture.HOOK_SPECS` (data, not code).
 ``"output_attentions"``
     Anything else: a plain ``output_attentions=True`` forward, folded layer by layer
     afterwards. Correct but memory-hungry; a warning says so.
@@ -27,9 +27,8 @@ cannot be re-selected on this machine (e.g. ``"flash_attention_2"`` without the 
 A model loaded with an implementation that returns no attention weights (``"sdpa"``,
 ``"flash_attention_2"``, ``"flex_attention"``, ...) is captured through its eager attention
 instead, with a ``UserWarning`` saying so; an architecture without an eager attention path
-is a clear ``ValueError`` before anything is changed. :func:`check_model` rejects what is
-not an encoder-only or decoder-only transformer (plain ``torch.nn`` modules, models without
-attention, encoder-decoders) with a message saying what to pass instead.
+is a clear ``ValueError`` before anything is changed. What a model is (layers, causality,
+capture path, whether it can be captured at all) is read by :mod:`olas_utils.architecture`.
 """
 
 from __future__ import annotations
@@ -45,195 +44,25 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .ola import OrderAccumulator, check_orders
+from olas_utils.architecture import (
+    HOOK_SPECS,
+    capture_path,
+    check_model,
+    num_attention_layers,
+)
+from olas_utils.ola import OrderAccumulator, check_orders
 
-__all__ = [
-    "AttentionCapture", "is_causal_config", "is_causal_model", "HookSpec", "HOOK_SPECS", "capture_path",
-    "num_attention_layers", "head_average", "check_model", "NO_WEIGHTS_IMPLEMENTATIONS",
-]
+__all__ = ["CAPTURE_IMPLEMENTATION", "NO_WEIGHTS_IMPLEMENTATIONS", "head_average", "AttentionCapture"]
+
 
 log = logging.getLogger(__name__)
 
+
 CAPTURE_IMPLEMENTATION = "olas_capture"
-
-
-@dataclass(frozen=True)
-class HookSpec:
-    """How to read attention probabilities off a self-attention module that does not use the
-    attention interface.
-
-    Attributes:
-        force_kwarg: keyword argument that makes the module return its probabilities.
-        weights_index: position of the ``(batch, head, query, key)`` probabilities in the
-            module's output tuple.
-    """
-
-    force_kwarg: str
-    weights_index: int
-
-
-#: Self-attention module class name → how to hook it.
-HOOK_SPECS: dict[str, HookSpec] = {
-    "MPNetSelfAttention": HookSpec(force_kwarg="output_attentions", weights_index=1),
-}
-
-
-def num_attention_layers(model: torch.nn.Module) -> int:
-    """N, the number of self-attention layers of a decoder-only or encoder-only model.
-
-    Args:
-        model: a ``transformers`` model (``config.num_hidden_layers`` of its text config
-            is read).
-
-    Returns:
-        N >= 1.
-
-    Raises:
-        ValueError: if the config has no ``num_hidden_layers``.
-    """
-    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    n = getattr(cfg, "num_hidden_layers", None)
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(
-            f"cannot tell the number of layers of {type(model).__name__}: its config has no num_hidden_layers "
-            "(OLAS needs an encoder-only or decoder-only transformer with self-attention layers)"
-        )
-    return n
-
-
-_CAUSAL_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
-
-
-def is_causal_config(config) -> bool:
-    """Whether a ``transformers`` config describes a decoder-only (causal) transformer.
-
-    Read from the config, never from a list of model types: a config is causal if
-    ``config.is_decoder`` is set, or one of ``config.architectures`` ends in
-    ``ForCausalLM`` / ``LMHeadModel``, or (no architecture saying otherwise) its
-    ``model_type`` has a causal-LM class in ``transformers`` but no masked-LM class
-    (so BERT-like encoders, which have both, stay bidirectional).
-
-    Args:
-        config: a ``PretrainedConfig``.
-
-    Returns:
-        True for decoder-only causal models, False for bidirectional encoders.
-
-    Raises:
-        ValueError: for encoder-decoder models (``config.is_encoder_decoder``), which
-            OLAS does not support.
-    """
-    if getattr(config, "is_encoder_decoder", False):
-        raise ValueError(
-            f"{getattr(config, 'model_type', type(config).__name__)!r} is an encoder-decoder model; "
-            f"OLAS supports encoder-only and decoder-only transformers.")
-    if getattr(config, "is_decoder", False):
-        return True
-    archs = list(getattr(config, "architectures", None) or [])
-    if any(a.endswith(_CAUSAL_ARCH_SUFFIXES) for a in archs):
-        return True
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-    )
-
-    mt = getattr(config, "model_type", None)
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    types = {mt, getattr(text, "model_type", None)} - {None}
-    return any(t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and t not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
-               for t in types)
-
-
-def is_causal_model(model: torch.nn.Module) -> bool:
-    """Whether a loaded model's self-attention is causal: :func:`is_causal_config` on its
-    config, or its class is a ``...ForCausalLM`` / ``...LMHeadModel``.
-
-    Args:
-        model: a ``transformers`` model.
-
-    Returns:
-        True for causal (decoder-only) models.
-
-    Raises:
-        ValueError: for encoder-decoder models.
-    """
-    if type(model).__name__.endswith(_CAUSAL_ARCH_SUFFIXES):
-        return True
-    return is_causal_config(model.config)
-
-
-def capture_path(model: torch.nn.Module) -> str:
-    """Which capture path a model uses (see the module docstring).
-
-    Args:
-        model: a ``transformers`` model.
-
-    Returns:
-        ``"interface"`` if its class supports the attention interface, ``"hook"`` if it has
-        a self-attention module listed in :data:`HOOK_SPECS`, else ``"output_attentions"``.
-    """
-    if getattr(type(model), "_supports_attention_backend", False):
-        return "interface"
-    if any(type(m).__name__ in HOOK_SPECS for m in model.modules()):
-        return "hook"
-    return "output_attentions"
-
-
-_HF_HINT = (
-    "pass a Hugging Face transformers model, e.g. olas_utils.zoo.load_model(name).model or "
-    "transformers.AutoModel.from_pretrained(path, attn_implementation='eager')"
-)
 
 #: Attention implementations known to return no attention weights. Any implementation
 #: other than ``"eager"`` is treated the same way; this list only documents the usual ones.
 NO_WEIGHTS_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "flash_attention_3", "flex_attention", "paged_attention")
-
-
-def check_model(model: Any) -> None:
-    """Check that ``model`` is something OLAS can capture: a ``torch.nn.Module`` with a
-    ``transformers`` config, encoder-only or decoder-only, with self-attention layers.
-
-    Args:
-        model: the object to check (nothing is run or changed).
-
-    Returns:
-        None; raises if the model cannot be captured.
-
-    Raises:
-        TypeError: if ``model`` is not a ``torch.nn.Module`` with a ``transformers`` config
-            (e.g. a plain ``torch.nn.Linear``, a torchvision model, a tokenizer passed by
-            mistake), naming what to pass instead.
-        ValueError: for an encoder-decoder model, a config without ``num_hidden_layers``,
-            or a model without self-attention (no attention interface, no hook spec and no
-            submodule whose class name contains "Attention": e.g. a state-space model
-            such as Mamba, or a CNN).
-    """
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"expected a transformers model (torch.nn.Module), got {type(model).__name__}; {_HF_HINT}")
-    cfg = getattr(model, "config", None)
-    try:
-        from transformers import PretrainedConfig
-    except ImportError:  # pragma: no cover - transformers is a dependency
-        PretrainedConfig = ()  # type: ignore[assignment]
-    if not isinstance(cfg, PretrainedConfig):
-        raise TypeError(
-            f"{type(model).__name__} is not a Hugging Face transformers model (it has no transformers config); "
-            f"OLAS reads self-attention of encoder-only and decoder-only transformers: {_HF_HINT}"
-        )
-    if getattr(cfg, "is_encoder_decoder", False):
-        raise ValueError(
-            f"{type(model).__name__} is an encoder-decoder model; OLAS supports encoder-only and decoder-only "
-            "transformers (for an encoder-decoder, pass its encoder or decoder stack only if it is a "
-            "standalone model, e.g. a BERT- or GPT-style checkpoint)"
-        )
-    num_attention_layers(model)
-    if capture_path(model) == "output_attentions" and not any("attention" in type(m).__name__.lower() for m in model.modules()):
-        raise ValueError(
-            f"{type(model).__name__} has no self-attention layers OLAS can read: no submodule is an attention "
-            "module, it does not use the attention interface and has no hook spec in "
-            "olas_utils.capture.HOOK_SPECS (is it a transformer? state-space and convolutional models have no "
-            "attention to analyse)"
-        )
 
 
 def _all_configs(model: torch.nn.Module) -> list:
@@ -302,7 +131,7 @@ def _eager_for(module: torch.nn.Module) -> Callable:
             f"{type(module).__name__} ({type(module).__module__}) has no eager_attention_forward; "
             "OLAS cannot read its attention weights through the attention interface; this architecture has "
             "no eager attention path OLAS can capture (use an encoder-only or decoder-only model with eager "
-            "attention, or add a HookSpec for it in olas_utils.capture.HOOK_SPECS)"
+            "attention, or add a HookSpec for it in olas_utils.architecture.HOOK_SPECS)"
         )
     return fn
 
@@ -326,7 +155,11 @@ def _olas_attention(module, query, key, value, attention_mask, **kwargs):
 
 def _register_interface() -> None:
     from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface, eager_mask
+    from transformers.masking_utils import (
+        ALL_MASK_ATTENTION_FUNCTIONS,
+        AttentionMaskInterface,
+        eager_mask,
+    )
 
     AttentionInterface.register(CAPTURE_IMPLEMENTATION, _olas_attention)
     if CAPTURE_IMPLEMENTATION not in ALL_MASK_ATTENTION_FUNCTIONS:
@@ -416,7 +249,7 @@ class AttentionCapture:
                     f"{name} has no eager attention path OLAS can capture: {', '.join(bad)} dispatch(es) "
                     "attention through transformers' attention interface but define no eager_attention_forward. "
                     "Use a model whose architecture has eager attention, or add a HookSpec for it in "
-                    "olas_utils.capture.HOOK_SPECS."
+                    "olas_utils.architecture.HOOK_SPECS."
                 )
             if no_weights:
                 warnings.warn(
@@ -445,7 +278,7 @@ class AttentionCapture:
             # (e.g. Falcon computes them when asked) or forward() says to reload with eager
             warnings.warn(
                 f"{name} neither uses the attention interface nor has a hook "
-                "spec in olas_utils.capture.HOOK_SPECS: falling back to output_attentions=True, "
+                "spec in olas_utils.architecture.HOOK_SPECS: falling back to output_attentions=True, "
                 "which keeps every layer's attention in memory during the forward pass.",
                 stacklevel=3,
             )

@@ -1,4 +1,4 @@
-"""The front door: batched OLA extraction from any Hugging Face model.
+"""Batched OLA extraction from any Hugging Face model: words in, :class:`OLAMaps` out.
 
 ::
 
@@ -31,10 +31,11 @@ from typing import Iterable, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from . import __version__
-from .align import pool_to_words, tokenize_words
-from .capture import AttentionCapture, check_model, is_causal_model, num_attention_layers
-from .ola import check_orders
+from olas_utils import __version__
+from olas_utils.align import pool_to_words, tokenize_words
+from olas_utils.architecture import check_model, is_causal_model, num_attention_layers
+from olas_utils.capture import AttentionCapture
+from olas_utils.ola import check_orders
 
 __all__ = ["OLAMaps", "extract_ola", "max_tokens", "length_buckets", "parse_key"]
 
@@ -303,7 +304,7 @@ def extract_ola(
     layers = list(layers)
     layer_idx = [parse_key(f"layer:{i}", n_layers)[1] % n_layers for i in layers]
     if device is not None:
-        from .settings import resolve_device
+        from olas_utils.settings import resolve_device
 
         model.to(resolve_device(device))
     dev = next(model.parameters()).device

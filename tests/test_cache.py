@@ -20,16 +20,12 @@ import numpy as np
 import pytest
 import torch
 
-from olas_utils.cache import (
-    CacheBusyError,
-    CacheMismatchError,
-    CachedImages,
-    extract_to_cache,
-    key_filename,
-    open_cache,
-    to_image,
-)
-from olas_utils.corpus import build_chunks, corpus_hash
+from olas_utils.similarity.cache import extract_to_cache
+from olas_utils.similarity.cache_reader import CachedImages, open_cache
+from olas_utils.similarity.cache_folder import CacheBusyError, key_filename
+from olas_utils.similarity.images import to_image
+from olas_utils.similarity.manifest import CacheMismatchError
+from olas_utils.data.corpus import build_chunks, corpus_hash
 
 KEYS = ["ola:1", "ola:2", "ola:3", "rollout", "layer:0", "layer:-1"]
 
@@ -205,8 +201,8 @@ _CHILD = textwrap.dedent("""
     import os, signal, sys, time
     sys.path.insert(0, {tests!r})
     from test_cache import tiny
-    from olas_utils import cache
-    from olas_utils.corpus import build_chunks
+    from olas_utils.similarity import cache
+    from olas_utils.data.corpus import build_chunks
     mode, root = sys.argv[1], sys.argv[2]
     orig, calls = cache.to_image, [0]
     def patched(*a, **k):

@@ -5,7 +5,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM, MPNetConfig, MPNetModel
 
-from olas_utils.capture import AttentionCapture, capture_path, head_average, is_causal_model
+from olas_utils.architecture import capture_path, is_causal_model
+from olas_utils.capture import AttentionCapture, head_average
 from olas_utils.ola import ola_from_layers
 
 

@@ -1,4 +1,4 @@
-"""Tests of the visual chunk classifier (olas_utils.classifier).
+"""Tests of the visual chunk classifier (olas_utils.similarity.classifier).
 
 Synthetic data: each class (chunk) is a fixed smooth random pattern (a 4×4 grid of
 uniform values, bilinearly upsampled); each "model" sees it with its own gain, its own
@@ -16,23 +16,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from olas_utils.classifier import (
+from olas_utils.similarity.augment import (
     NO_AUGMENTATION,
-    SELECT_AUGMENTED,
-    SELECT_LAST,
-    Accuracy,
     Augmentation,
-    ClassifierResult,
     add_gaussian_noise,
     augment_batch,
-    build_resnet18,
-    evaluate,
     highlight_sink_columns,
-    predict_logits,
-    stack_channels,
-    standardize,
-    train_classifier,
 )
+from olas_utils.similarity.classifier import SELECT_AUGMENTED, SELECT_LAST, train_classifier
+from olas_utils.similarity.evaluation import Accuracy, evaluate, predict_logits
+from olas_utils.similarity.inputs import stack_channels, standardize
+from olas_utils.similarity.resnet import build_resnet18
+from olas_utils.similarity.result import ClassifierResult
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -6,12 +6,12 @@ import sys
 import pytest
 import torch
 
-from olas_utils.cli import main, read_sentences
+from olas_utils.ui.cli import main, read_sentences
 from olas_utils.extract import OLAMaps
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "olas_utils.cli", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "olas_utils.ui.cli", *args], capture_output=True, text=True, timeout=600)
 
 
 def test_help_lists_subcommands():

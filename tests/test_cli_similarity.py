@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from olas_utils.cli import main, similarity_table
+from olas_utils.ui.cli import main, similarity_table
 
 SENTENCES = [
     "The cat sat on the mat .",
@@ -27,7 +27,7 @@ def sentence_file(tmp_path):
 
 
 def test_help_documents_the_options():
-    r = subprocess.run([sys.executable, "-m", "olas_utils.cli", "similarity", "--help"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-m", "olas_utils.ui.cli", "similarity", "--help"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0
     for opt in ("--models", "--order", "--metric", "--level", "--size", "--out", "--dataset", "--n", "Hit@k", "Exit codes"):
         assert opt in r.stdout, opt
@@ -71,7 +71,7 @@ def test_runtime_failures_exit_1(tmp_path, capsys):
 def test_similarity_on_six_sentences(sentence_file, tmp_path, zoo_model):
     out = tmp_path / "res" / "hits.csv"
     r = subprocess.run(
-        [sys.executable, "-m", "olas_utils.cli", "similarity", "--models", "minilm-l6", "mpnet-base", "-i", str(sentence_file),
+        [sys.executable, "-m", "olas_utils.ui.cli", "similarity", "--models", "minilm-l6", "mpnet-base", "-i", str(sentence_file),
          "--order", "1", "2", "--metric", "ssim", "--level", "word", "--size", "20", "--out", str(out)],
         capture_output=True, text=True, timeout=600, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
     )
@@ -85,7 +85,7 @@ def test_similarity_on_six_sentences(sentence_file, tmp_path, zoo_model):
     assert (table.n == 6).all() and (table["chance@1"].round(4) == round(1 / 6, 4)).all()
 
     # the same numbers straight from the library: extract, pre-process to images, SSIM, Hit@k
-    from olas_utils.cache import to_image
+    from olas_utils.similarity.images import to_image
     from olas_utils.extract import extract_ola
     from olas_utils.similarity import hit_at_k, ssim_matrix
 

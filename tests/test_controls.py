@@ -1,4 +1,4 @@
-"""Tests of the negative controls (olas_utils.controls).
+"""Tests of the negative controls (olas_utils.zoo.controls).
 
 Real models (``real_model``): minilm-l6 (BERT encoder) and smollm2-135m (Llama decoder),
 on one short sentence. A tiny random Gemma 3 (mixed sliding/full attention layers, a
@@ -7,20 +7,19 @@ window shorter than the input) checks that per-layer attention types move with t
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 from torch import nn
 
-from olas_utils.controls import (
+from olas_utils.extract import extract_ola
+from olas_utils.zoo import LoadedModel
+from olas_utils.zoo.controls import (
     find_layer_list,
     layer_permutation,
     permute_layers,
     random_weights_copy,
     shuffled_layers_copy,
 )
-from olas_utils.extract import extract_ola
-from olas_utils.zoo import LoadedModel
 
 WORDS = [["The", "old", "man", "saw", "the", "boat", "on", "the", "river", "."]]
 REAL = ["minilm-l6", "smollm2-135m"]

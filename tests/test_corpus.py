@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from olas_utils.corpus import build_chunks, chunk_spans, corpus_hash, documents
+from olas_utils.data.corpus import build_chunks, chunk_spans, corpus_hash, documents
 from olas_utils.data import load_conll2003, load_ud_ewt
 
 

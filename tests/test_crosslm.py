@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from olas_utils import crosslm
+from olas_utils.studies import crosslm, crosslm_report
+from olas_utils.studies.tables import write_table
 
 
 def frame():
@@ -25,20 +26,20 @@ def test_summary_means_and_ranges_by_hand():
 
 def test_comparison_uses_the_run_numbers_and_judges_controls():
     s = crosslm.retrieval_summary(frame())
-    text = crosslm.comparison_markdown(s, None, n_chunks=10)
+    text = crosslm_report.comparison_markdown(s, None, n_chunks=10)
     assert "Hit@1 80.0 %" in text and "70.0 %–90.0 %" in text and "inside that range" not in text
     assert "below it" in text  # 80 % < the paper's 84 %
     assert "control, randomly re-initialised weights" in text and "collapses" in text and "does NOT collapse" not in text
     f = frame()
     f.loc[f.control == "random", "hit@1"] = 0.85
-    text = crosslm.comparison_markdown(crosslm.retrieval_summary(f), None, n_chunks=10)
+    text = crosslm_report.comparison_markdown(crosslm.retrieval_summary(f), None, n_chunks=10)
     assert "does NOT collapse" in text
 
 
 def test_write_table_and_hit_matrix(tmp_path):
-    csv, md = crosslm.write_table(crosslm.retrieval_summary(frame()), tmp_path / "t")
+    csv, md = write_table(crosslm.retrieval_summary(frame()), tmp_path / "t")
     assert pd.read_csv(csv).shape[0] == 2 and md.read_text().startswith("| protocol")
-    fig = crosslm.hit_matrix_figure(frame(), protocol="paper", key="ola:1")
+    fig = crosslm_report.hit_matrix_figure(frame(), protocol="paper", key="ola:1")
     img = np.ma.filled(fig.axes[0].images[0].get_array().astype(float), np.nan)
     assert np.isnan(img[0, 0]) and img[0, 1] == pytest.approx(0.9) and img[1, 0] == pytest.approx(0.7)
 

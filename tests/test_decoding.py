@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from olas_utils.decoding import chu_liu_edmonds, decode_tree, eisner, tree_score
+from olas_utils.toa.decoding import chu_liu_edmonds, decode_tree, eisner, tree_score
 
 # ---------------------------------------------------------------------------------------
 # Independent reference: enumerate every head assignment and keep the trees

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from olas_utils import syntax_study, transfer
-from olas_utils.crosslm import write_table
-from olas_utils.taskmaps import ModelPool
+from olas_utils.studies import syntax as syntax_study
+
+from olas_utils.studies import transfer
+from olas_utils.studies.tables import write_table
+from olas_utils.toa.taskmaps import ModelPool
 
 pytestmark = pytest.mark.real_model
 

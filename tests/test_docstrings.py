@@ -8,10 +8,10 @@ import olas_utils
 
 
 def public_objects():
-    for info in pkgutil.iter_modules(olas_utils.__path__):
-        if info.name.startswith("_"):
+    for info in pkgutil.walk_packages(olas_utils.__path__, prefix="olas_utils."):
+        if any(part.startswith("_") for part in info.name.split(".")):
             continue
-        mod = importlib.import_module(f"olas_utils.{info.name}")
+        mod = importlib.import_module(info.name)
         names = getattr(mod, "__all__", [n for n in vars(mod) if not n.startswith("_")])
         for name in names:
             obj = getattr(mod, name)
@@ -36,4 +36,4 @@ def test_every_public_api_has_a_docstring():
 
 def test_the_check_sees_the_modules():
     quals = {q for q, _ in public_objects()}
-    assert {"olas_utils.extract.extract_ola", "olas_utils.ola.OrderAccumulator.add_layer", "olas_utils.zoo.load_model"} <= quals
+    assert {"olas_utils.extract.extract_ola", "olas_utils.ola.OrderAccumulator.add_layer", "olas_utils.zoo.load.load_model", "olas_utils.data.ud.load_ud_ewt"} <= quals

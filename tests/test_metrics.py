@@ -7,7 +7,7 @@ import random
 import pytest
 
 from olas_utils.data import SEMEVAL_LABELS
-from olas_utils.metrics import (
+from olas_utils.toa.metrics import (
     SEMEVAL_RELATIONS,
     attachment_scores,
     entity_f1,

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from olas_utils.reproduce import list_notebooks, run_notebook
+from olas_utils.ui.reproduce import list_notebooks, run_notebook
 
 NOTEBOOKS = list_notebooks()
 

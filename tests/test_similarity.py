@@ -8,17 +8,16 @@ import pytest
 import torch
 from torchmetrics.functional.image import structural_similarity_index_measure as tm_ssim
 
-from olas_utils import similarity
 from olas_utils.similarity import (
-    _axis_windows,
-    _ssim_blocks,
     gaussian_window,
     hit_at_k,
     pearson_matrix,
     retrieval_table,
+    ssim,
     ssim_matrix,
     true_match_ranks,
 )
+from olas_utils.similarity.ssim import _axis_windows, _ssim_blocks
 
 
 def _ola_like(n: int, s: int, g: torch.Generator, causal: bool = False) -> torch.Tensor:
@@ -131,13 +130,13 @@ def test_ssim_block_paths_match_torchmetrics(size, monkeypatch):
         assert (got.double() - ref).abs().max() <= 1e-5, (block, (got.double() - ref).abs().max())
     # a budget for ~15 images' tensors: keys in several groups, queries in several chunks
     calls = {True: 0, False: 0}
-    prepare = similarity._prepare
+    prepare = ssim._prepare
 
     def counting(*args, key_side, **kw):
         calls[key_side] += 1
         return prepare(*args, key_side=key_side, **kw)
 
-    monkeypatch.setattr(similarity, "_prepare", counting)
+    monkeypatch.setattr(ssim, "_prepare", counting)
     per_image = 4 * ((h + 10) * w * 11 + 9 * h * w)
     got = ssim_matrix(q, k, max_block_bytes=15 * per_image)
     assert calls[True] >= 2 and calls[False] >= 2, calls

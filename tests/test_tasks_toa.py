@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from olas_utils.data import SEMEVAL_LABELS, load_conll2000, load_semeval2010_task8, load_ud_ewt
-from olas_utils.tasks import TASKS, TaskData, label_vocabulary, load_task
-from olas_utils.toa import score, to_labels, trivial_baseline
+from olas_utils.data.tasks import TASKS, TaskData, label_vocabulary, load_task
+from olas_utils.toa.fit import score, to_labels, trivial_baseline
 
 
 def test_load_task_subsets_are_seeded_and_filtered():
@@ -90,7 +90,7 @@ def test_score_dispatches_to_the_standard_metrics():
 @pytest.mark.real_model
 def test_word_positions_are_first_subwords(zoo_model):
     from olas_utils.extract import extract_ola
-    from olas_utils.features import adapter_image, build_examples, word_positions
+    from olas_utils.toa.features import adapter_image, build_examples, word_positions
 
     lm = zoo_model("minilm-l6")
     data = load_task("relation", "test", n=4, seed=0)
@@ -121,9 +121,9 @@ def test_word_positions_are_first_subwords(zoo_model):
 @pytest.mark.parametrize("level", ["subword", "word"])
 def test_dependency_adapter_runs_at_both_levels(zoo_model, level, tmp_path):
     from olas_utils.extract import extract_ola
-    from olas_utils.features import build_examples, n_channels
-    from olas_utils.toa import adapter_config, evaluate, fit_adapter
-    from olas_utils.train import TrainConfig
+    from olas_utils.toa.features import build_examples, n_channels
+    from olas_utils.toa.fit import adapter_config, evaluate, fit_adapter
+    from olas_utils.toa.train import TrainConfig
 
     lm = zoo_model("smollm2-135m")
     tr = load_task("dependency", "train", n=8, max_words=12, seed=0)
@@ -162,11 +162,11 @@ def test_load_task_rejects_non_positive_n():
 def test_adapters_for_two_models_get_their_own_checkpoints_and_kinds_are_checked(zoo_model, tmp_path, monkeypatch):
     import warnings
 
-    from olas_utils.features import build_examples, n_channels
+    from olas_utils.toa.features import build_examples, n_channels
     from olas_utils.extract import OLAMaps
-    from olas_utils.taskmaps import ModelPool, task_maps
-    from olas_utils.toa import adapter_config, evaluate, fit_adapter
-    from olas_utils.train import TrainConfig
+    from olas_utils.toa.taskmaps import ModelPool, task_maps
+    from olas_utils.toa.fit import adapter_config, evaluate, fit_adapter
+    from olas_utils.toa.train import TrainConfig
 
     monkeypatch.setenv("OLAS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr("olas_utils.zoo.load_model", lambda name, device=None: zoo_model(name))

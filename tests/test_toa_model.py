@@ -14,10 +14,10 @@ import time
 import pytest
 import torch
 
-from olas_utils.adapter import AdapterConfig, OLAAdapter
-from olas_utils.features import Example
-from olas_utils.heads import BiaffineHead, RelationHead, TOAModel
-from olas_utils.train import CheckpointMismatchError, TrainConfig, collate, predict, size_batches, train_model
+from olas_utils.toa.adapter import AdapterConfig, OLAAdapter
+from olas_utils.toa.features import Example
+from olas_utils.toa.heads import BiaffineHead, RelationHead, TOAModel
+from olas_utils.toa.train import CheckpointMismatchError, TrainConfig, collate, predict, size_batches, train_model
 
 TINY = AdapterConfig(in_channels=2, dim=8, depth=1, heads=2, reversible=False)
 
@@ -150,8 +150,8 @@ _SCRIPT = textwrap.dedent("""
     torch.set_num_threads(1)
     sys.path.insert(0, {tests!r})
     from test_toa_model import _examples, TINY
-    from olas_utils.heads import TOAModel
-    from olas_utils.train import TrainConfig, train_model
+    from olas_utils.toa.heads import TOAModel
+    from olas_utils.toa.train import TrainConfig, train_model
     ex = _examples("dependency", n=40)
     torch.manual_seed(0)
     m = TOAModel(TINY, "dependency", 3, arc_dim=16, label_dim=8)

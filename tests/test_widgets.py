@@ -43,7 +43,7 @@ def counting_loader(zoo_model):
 
 @pytest.mark.real_model
 def test_explorer_draws_what_the_library_computes(zoo_model, counting_loader):
-    from olas_utils.widgets import OLAExplorer
+    from olas_utils.ui.widgets import OLAExplorer
 
     ex = OLAExplorer("minilm-l6", sentence=SENT, loader=counting_loader, models=["minilm-l6", "smollm2-135m"])
     lm = zoo_model("minilm-l6")
@@ -90,7 +90,7 @@ def test_explorer_draws_what_the_library_computes(zoo_model, counting_loader):
 
 @pytest.mark.real_model
 def test_explorer_shows_errors_and_keeps_the_last_figure(counting_loader):
-    from olas_utils.widgets import OLAExplorer
+    from olas_utils.ui.widgets import OLAExplorer
 
     ex = OLAExplorer("minilm-l6", sentence=SENT, loader=counting_loader, models=["minilm-l6"])
     fig = ex.figure
@@ -105,7 +105,7 @@ def test_explorer_shows_errors_and_keeps_the_last_figure(counting_loader):
 
 
 def test_explorer_argument_errors():
-    from olas_utils.widgets import OLAExplorer
+    from olas_utils.ui.widgets import OLAExplorer
 
     def never(name):
         raise AssertionError("no model should be loaded")
@@ -117,7 +117,7 @@ def test_explorer_argument_errors():
 
 
 def test_models_are_loaded_lazily_and_load_errors_are_shown():
-    from olas_utils.widgets import OLAExplorer
+    from olas_utils.ui.widgets import OLAExplorer
 
     calls = []
 

@@ -30,6 +30,9 @@ from olas_utils.zoo import (
     UnknownModelError,
     ZooEntry,
 )
+from olas_utils.zoo import registry as zoo_registry
+from olas_utils.zoo import sanity as zoo_sanity
+from olas_utils.zoo import sources as zoo_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,24 +104,24 @@ def fake_site(tmp_path, monkeypatch):
     site = tmp_path / "site-packages"
     site.mkdir()
     dists: dict[str, FakeDist] = {}
-    real = zoo._find_distribution
+    real = zoo_sources._find_distribution
 
     def find(name):
-        key = zoo._normalise_dist(name)
+        key = zoo_registry._normalise_dist(name)
         if key in dists:
             return dists[key]
         if key.startswith("olas-fake"):
             return None
         return real(name)
 
-    monkeypatch.setattr(zoo, "_find_distribution", find)
+    monkeypatch.setattr(zoo_sources, "_find_distribution", find)  # looked up by sources.py
 
     class Site:
         path = site
 
         @staticmethod
         def register(name, version="1.0.0"):
-            dists[zoo._normalise_dist(name)] = FakeDist(site, version)
+            dists[zoo_registry._normalise_dist(name)] = FakeDist(site, version)
 
     return Site
 
@@ -174,6 +177,13 @@ def test_default_packages_pinned_in_requirements_models():
     for name in DEFAULT_MODELS:
         for r in REGISTRY[name].requirements:
             assert r in reqs, f"{r} (for {name}) missing from requirements-models.txt"
+
+
+def test_every_strategy_has_a_preparer():
+    from olas_utils.zoo.formats import PREPARERS
+
+    assert set(PREPARERS) == set(zoo_registry._STRATEGIES)
+    assert all(callable(f) for f in PREPARERS.values())
 
 
 def test_entry_validation():
@@ -413,7 +423,7 @@ def test_concat_reader_seeks_across_parts(tmp_path):
         p = tmp_path / f"p{i}"
         p.write_bytes(blob[a:b])
         paths.append(p)
-    with zoo._ConcatReader(paths) as r:
+    with zoo_sources._ConcatReader(paths) as r:
         assert r.read() == blob
         r.seek(995)
         assert r.read(10) == blob[995:1005]
@@ -444,13 +454,13 @@ def test_sanity_sentences_are_first_ud_dev_texts(monkeypatch):
     path = settings.data_dir() / "ud_english_ewt" / "en_ewt-ud-dev.conllu"
     texts = [ln[len("# text = "):].rstrip("\n") for ln in path.read_text(encoding="utf-8").splitlines(True)
              if ln.startswith("# text = ")][:50]
-    assert zoo._ud_dev_sentences(None, 50) == texts
+    assert zoo_sanity._ud_dev_sentences(None, 50) == texts
     # the inline reader is used when olas_utils.data has no load_ud_ewt
     import olas_utils.data as data
 
     if hasattr(data, "load_ud_ewt"):
         monkeypatch.delattr(data, "load_ud_ewt")
-    assert zoo._ud_dev_sentences(None, 50) == texts
+    assert zoo_sanity._ud_dev_sentences(None, 50) == texts
 
 
 def test_cli_list_and_errors(capsys, tmp_path):

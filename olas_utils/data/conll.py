@@ -1,0 +1,174 @@
+"""The whitespace-column datasets: CoNLL-2000 chunking and CoNLL-2003 English NER.
+
+Both are blank-line separated ``word POS chunk [NER]`` files under the data folder
+(:func:`load_conll2000`, :func:`load_conll2003`, the latter with ``doc_id`` from its
+``-DOCSTART-`` lines); :func:`iob1_to_iob2` converts CoNLL-2003's IOB1 tags to IOB2.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import datasets
+
+from olas_utils.data.files import (
+    _STR_SEQ,
+    _canonical_split,
+    _columns,
+    _data_file,
+    _file_key,
+    _open_text,
+    _to_dataset,
+)
+
+__all__ = ["load_conll2000", "iob1_to_iob2", "load_conll2003"]
+
+
+def _column_sentences(path: Path, n_fields: int) -> Iterator[tuple[int, list[list[str]]]]:
+    """Yield ``(doc_index, token_fields)`` per sentence of a blank-line separated column file.
+
+    ``-DOCSTART-`` lines start a new document (0-based index; sentences before any
+    ``-DOCSTART-`` belong to document 0) and are not sentences themselves.
+
+    Raises:
+        ValueError: if a token line does not have ``n_fields`` whitespace-separated fields.
+    """
+    doc, tokens = -1, []
+    with _open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
+            fields = line.split()
+            if not fields or fields[0] == "-DOCSTART-":
+                if tokens:
+                    yield doc, tokens
+                    tokens = []
+                if fields:
+                    doc += 1
+                continue
+            if len(fields) != n_fields:
+                raise ValueError(f"{path}:{lineno}: expected {n_fields} fields, got "
+                                 f"{len(fields)}: {line.rstrip()!r}")
+            doc = max(doc, 0)
+            tokens.append(fields)
+    if tokens:
+        yield doc, tokens
+
+
+_CONLL2000_FEATURES = datasets.Features({"words": _STR_SEQ, "pos": _STR_SEQ, "chunks": _STR_SEQ})
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_conll2000(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
+    rows = (
+        {"words": tuple(t[0] for t in toks), "pos": tuple(t[1] for t in toks),
+         "chunks": tuple(t[2] for t in toks)}
+        for _, toks in _column_sentences(Path(path), 3)
+    )
+    return _columns(rows, list(_CONLL2000_FEATURES))
+
+
+def load_conll2000(split: str, data_dir: str | os.PathLike | None = None) -> datasets.Dataset:
+    """CoNLL-2000 chunking data (WSJ): ``conll2000/{train,test}.txt``.
+
+    Format: one ``word POS chunk`` line per token, a blank line between sentences
+    (https://www.clips.uantwerpen.be/conll2000/chunking/).
+
+    Args:
+        split: ``"train"`` (8,936 sentences, 211,727 tokens) or ``"test"`` (2,012, 47,377).
+        data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+
+    Returns:
+        Columns ``words``, ``pos`` (Penn Treebank tags), ``chunks`` (IOB2 chunk tags such
+        as ``B-NP``), each list[str].
+
+    Raises:
+        ValueError: unknown split, or a malformed line.
+        FileNotFoundError: the data folder or the split's file is missing.
+    """
+    canon = _canonical_split(split, {"train": "train", "test": "test"}, "CoNLL-2000")
+    path = _data_file(data_dir, f"conll2000/{canon}.txt", "CoNLL-2000")
+    return _to_dataset(_parse_conll2000(*_file_key(path)), _CONLL2000_FEATURES)
+
+
+def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
+    """Convert one sentence's IOB1 tags to IOB2.
+
+    In IOB1 an entity normally starts with ``I-X``; ``B-X`` is used only for an entity
+    that directly follows another entity of the same type. In IOB2 every entity starts
+    with ``B-X``. Rule: ``I-X`` becomes ``B-X`` when it starts an entity, i.e. at the
+    start of the sentence, after ``O``, or after a tag of another type (``B-Y``/``I-Y``,
+    Y != X); every other tag (``O``, ``B-X``, a continuing ``I-X``) is kept. The
+    conversion is idempotent (IOB2 input is returned unchanged).
+
+    Example: ``I-PER I-PER O I-LOC I-ORG B-ORG I-ORG`` →
+    ``B-PER I-PER O B-LOC B-ORG B-ORG I-ORG``.
+
+    Raises:
+        ValueError: if a tag is neither ``O`` nor ``B-<type>`` / ``I-<type>``.
+    """
+    out: list[str] = []
+    prev_type = None
+    for i, tag in enumerate(tags):
+        if tag == "O":
+            out.append(tag)
+            prev_type = None
+            continue
+        prefix, sep, etype = tag.partition("-")
+        if prefix not in ("B", "I") or not sep or not etype:
+            raise ValueError(f"tag {i} {tag!r} is not O, B-<type> or I-<type>")
+        out.append(f"B-{etype}" if prefix == "I" and etype != prev_type else tag)
+        prev_type = etype
+    return out
+
+
+_CONLL2003_FEATURES = datasets.Features({
+    "words": _STR_SEQ, "pos": _STR_SEQ, "chunks": _STR_SEQ, "ner_tags": _STR_SEQ,
+    "doc_id": datasets.Value("int64"),
+})
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_conll2003(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
+    rows = (
+        {"words": tuple(t[0] for t in toks), "pos": tuple(t[1] for t in toks),
+         "chunks": tuple(t[2] for t in toks),
+         "ner_tags": tuple(iob1_to_iob2([t[3] for t in toks])), "doc_id": doc}
+        for doc, toks in _column_sentences(Path(path), 4)
+    )
+    return _columns(rows, list(_CONLL2003_FEATURES))
+
+
+_CONLL2003_SPLITS = {
+    "train": "train", "testa": "testa", "dev": "testa", "validation": "testa", "val": "testa",
+    "testb": "testb", "test": "testb",
+}
+
+
+def load_conll2003(split: str, data_dir: str | os.PathLike | None = None) -> datasets.Dataset:
+    """CoNLL-2003 English NER: ``conll2003/eng.{train,testa,testb}``.
+
+    Format: ``word POS chunk NER`` per token line (chunk and NER tags in IOB1), a blank
+    line between sentences, ``-DOCSTART- -X- O O`` lines between documents
+    (https://www.clips.uantwerpen.be/conll2003/ner/).
+
+    Args:
+        split: ``"train"`` (14,041 sentences), ``"testa"`` (aliases ``"dev"``,
+            ``"validation"``, ``"val"``; 3,250) or ``"testb"`` (alias ``"test"``; 3,453).
+        data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+
+    Returns:
+        Columns ``words``, ``pos`` (Penn tags), ``chunks`` (as in the file, IOB1),
+        ``ner_tags`` (converted to IOB2 with :func:`iob1_to_iob2`; types PER, ORG, LOC,
+        MISC), each list[str]; ``doc_id`` (int): 0-based index of the sentence's document
+        within the split file, so consecutive rows with equal ``doc_id`` form one document.
+        ``-DOCSTART-`` lines are not rows.
+
+    Raises:
+        ValueError: unknown split, or a malformed line.
+        FileNotFoundError: the data folder or the split's file is missing.
+    """
+    canon = _canonical_split(split, _CONLL2003_SPLITS, "CoNLL-2003")
+    path = _data_file(data_dir, f"conll2003/eng.{canon}", "CoNLL-2003")
+    return _to_dataset(_parse_conll2003(*_file_key(path)), _CONLL2003_FEATURES)

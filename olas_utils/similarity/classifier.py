@@ -1,0 +1,291 @@
+"""Training the paper's visual classifier: which chunk does an OLA image come from? (paper §2)
+
+A ResNet-18 is trained to tell which text chunk (class = chunk index, e.g. 1,000 classes
+in the paper, about 200 in the quick profile) an OLA image comes from, on the images of
+one or more SOURCE language models, and is then tested on the images of an unseen
+TARGET model. High target accuracy means the target's OLA of a chunk looks like the
+sources' OLA of the same chunk: the cross-model commonality.
+
+Inputs are plain arrays: per model, a float array ``(n_chunks, C, S, S)`` (one channel
+per OLA order, or per key; ``(n_chunks, S, S)`` is taken as ``C = 1``), image ``i`` of
+every model being chunk ``i`` — the layout that the cached extraction produces per model
+and key (combine keys into channels with
+:func:`olas_utils.similarity.inputs.stack_channels`).
+
+The pieces: input conversion and standardisation in :mod:`olas_utils.similarity.inputs`,
+the augmentations in :mod:`olas_utils.similarity.augment`, the network in
+:mod:`olas_utils.similarity.resnet`, the trained classifier in
+:mod:`olas_utils.similarity.result`, evaluation in :mod:`olas_utils.similarity.evaluation`.
+
+Training (paper hyper-parameters)
+    SGD, lr 0.007, momentum 0.9, weight decay 5e-4, batch 20, cross-entropy, a fixed
+    number of epochs; no learning-rate schedule.
+
+Model selection — never on the target (the released script selected its weights on the
+test set, and even reloaded the best test weights during training; we do not)
+    The classes are the chunks, so every chunk has to be seen in training and no chunk
+    can be held out. Selection therefore holds out *models* or uses perturbed copies:
+
+    * ``select_on=<source name>`` (default with ≥ 2 sources: the last one in the dict):
+      leave-one-source-out. Train on the other sources, evaluate the held-out source's
+      (clean) images after every epoch, keep the epoch with the highest top-1 (ties: lower
+      loss, then earlier epoch). With ``refit=True`` a fresh network (same seed) is then
+      trained on *all* sources for the chosen number of epochs.
+    * ``select_on=SELECT_AUGMENTED`` (default with 1 source): train on all sources and
+      select on one fixed, seeded, always-augmented copy of their images (sink columns and
+      noise both applied, probability 1). A weak criterion — it measures robustness to
+      the augmentations, not transfer to another model — and said so in the result.
+    * ``select_on=SELECT_LAST``: no selection, the last epoch is kept.
+
+    Target images are never an input of the selection: :func:`train_classifier` only
+    takes them through ``monitor=``, which records per-epoch accuracy for plots (e.g. to
+    show what test-set selection would have reported) and is tested to leave the chosen
+    epoch and weights unchanged.
+
+Determinism
+    For a given seed, on CPU, results are bit-identical: the network is initialised under
+    ``torch.manual_seed(seed)`` inside a forked RNG (the global RNG is untouched), and
+    batch shuffling and augmentation use private ``torch.Generator`` objects seeded from
+    ``numpy.random.SeedSequence(seed)``. On CUDA, cuDNN may be non-deterministic.
+
+Example::
+
+    from olas_utils.similarity.classifier import train_classifier
+    from olas_utils.similarity.evaluation import evaluate
+    from olas_utils.similarity.result import ClassifierResult
+    res = train_classifier({"qwen": q, "gemma": g}, select_on="gemma", epochs=10)
+    evaluate(res, smollm_images)           # Accuracy(top1=..., top5=..., n=...)
+    res.save("clf.pt"); res2 = ClassifierResult.load("clf.pt")
+
+Importing this module does no work (``torchvision`` is imported when a network is built).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from olas_utils.similarity.augment import Augmentation, augment_batch
+from olas_utils.similarity.evaluation import _accuracy, _logits
+from olas_utils.similarity.inputs import as_images, standardize
+from olas_utils.similarity.resnet import build_resnet18
+from olas_utils.similarity.result import ClassifierResult
+
+__all__ = ["SELECT_AUGMENTED", "SELECT_LAST", "train_classifier"]
+
+
+#: ``select_on`` value: select on a fixed augmented copy of the source images.
+SELECT_AUGMENTED = ":augmented"
+
+
+#: ``select_on`` value: no selection, keep the last epoch.
+SELECT_LAST = ":last"
+
+
+def _seeds(seed: int) -> list[int]:
+    return [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(int(seed)).spawn(3)]
+
+
+def _batches(n: int, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
+    order = torch.randperm(n, generator=generator)
+    chunks = list(order.split(batch_size))
+    if len(chunks) > 1 and chunks[-1].numel() == 1:  # BatchNorm cannot train on one image
+        chunks[-2] = torch.cat([chunks[-2], chunks[-1]])
+        chunks.pop()
+    return chunks
+
+
+def _fit(x, y, *, epochs, n_classes, in_channels, stem, batch_size, lr, momentum, weight_decay,
+         seed, device, aug, progress, desc, on_epoch=None):
+    """Train from scratch; call ``on_epoch(epoch, net, train_loss)`` after every epoch."""
+    s_shuffle, s_aug, _ = _seeds(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = build_resnet18(n_classes, in_channels, stem=stem)
+    net.to(device).train()
+    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    g_shuffle = torch.Generator().manual_seed(s_shuffle)
+    g_aug = torch.Generator().manual_seed(s_aug)
+    from tqdm.auto import tqdm
+
+    bar = tqdm(range(1, epochs + 1), desc=desc, unit="epoch", disable=not progress)
+    for epoch in bar:
+        net.train()
+        total, count = 0.0, 0
+        for idx in _batches(x.shape[0], batch_size, g_shuffle):
+            xb = standardize(augment_batch(x[idx], g_aug, aug)).to(device)
+            yb = y[idx].to(device)
+            loss = F.cross_entropy(net(xb), yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.item() * idx.numel()
+            count += idx.numel()
+        train_loss = total / count
+        postfix = {"loss": f"{train_loss:.3f}"}
+        if on_epoch is not None:
+            extra = on_epoch(epoch, net, train_loss)
+            if extra:
+                postfix.update(extra)
+        bar.set_postfix(postfix)
+    return net
+
+
+def _state(net: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in net.state_dict().items()}
+
+
+def train_classifier(
+    train_images: Mapping[str, Any],
+    *,
+    select_on: str | None = None,
+    epochs: int,
+    batch_size: int = 20,
+    lr: float = 0.007,
+    momentum: float = 0.9,
+    weight_decay: float = 5e-4,
+    seed: int = 0,
+    device: str | torch.device | None = None,
+    progress: bool = True,
+    augmentation: Augmentation = Augmentation(),
+    stem: str = "imagenet",
+    refit: bool = False,
+    monitor: Mapping[str, Any] | None = None,
+) -> ClassifierResult:
+    """Train the chunk classifier on SOURCE models' OLA images, selecting the epoch without
+    ever looking at the target (see the module doc, "Model selection").
+
+    Args:
+        train_images: source model name → images ``(n, C, S, S)`` (or ``(n, S, S)``);
+            image i of every model is chunk i (class i). Only source models belong here.
+        select_on: the source model to hold out for epoch selection (leave-one-source-out);
+            :data:`SELECT_AUGMENTED` to select on a fixed augmented copy of the sources;
+            :data:`SELECT_LAST` for no selection. Default: the last source model when there
+            are at least 2, else :data:`SELECT_AUGMENTED`.
+        epochs: number of training epochs (>= 1).
+        batch_size: images per SGD step (paper: 20). A trailing batch of one image is merged
+            into the previous one (BatchNorm).
+        lr, momentum, weight_decay: SGD settings (paper: 0.007, 0.9, 5e-4).
+        seed: seeds the initialisation, the batch order and the augmentation.
+        device: ``"cpu"``, ``"cuda"``, ...; default :func:`olas_utils.settings.resolve_device`.
+        progress: show a tqdm progress bar over epochs.
+        augmentation: training augmentation (default: the paper's).
+        stem: ``"imagenet"`` or ``"cifar"`` (see :func:`build_resnet18`).
+        refit: with leave-one-source-out selection, retrain a fresh network on all sources
+            for the chosen number of epochs and return it (otherwise ignored).
+        monitor: optional name → images (e.g. the target model) whose top-1 accuracy is
+            recorded per epoch in ``monitor_top1``. Monitoring never influences training or
+            selection; it costs one evaluation per epoch.
+
+    Returns:
+        A :class:`ClassifierResult` holding the selected weights.
+
+    Raises:
+        ValueError: on no source model, arrays of different shapes, fewer than 2 classes,
+            non-finite values, ``epochs < 1``, ``batch_size < 2``, a ``select_on`` that is
+            not a source model (or is the only one), or monitor images of another shape.
+    """
+    from olas_utils.settings import resolve_device
+
+    if not train_images:
+        raise ValueError("train_images is empty: give at least one source model")
+    if epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {epochs}")
+    if batch_size < 2:
+        raise ValueError(f"batch_size must be >= 2 (BatchNorm), got {batch_size}")
+    data = {str(k): as_images(v, name=f"train_images[{k!r}]") for k, v in train_images.items()}
+    shapes = {k: tuple(v.shape) for k, v in data.items()}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"all source models need images of one shape (n, C, S, S), got {shapes}")
+    n, c, h, w = next(iter(shapes.values()))
+    if n < 2:
+        raise ValueError(f"need at least 2 classes (chunks), got {n}")
+    names = list(data)
+    if select_on is None:
+        select_on = names[-1] if len(names) >= 2 else SELECT_AUGMENTED
+    mon = {str(k): as_images(v, name=f"monitor[{k!r}]") for k, v in (monitor or {}).items()}
+    for k, v in mon.items():
+        if tuple(v.shape) != (n, c, h, w):
+            raise ValueError(f"monitor[{k!r}] has shape {tuple(v.shape)}, the sources {(n, c, h, w)}")
+    labels = torch.arange(n)
+    _, _, s_select = _seeds(seed)
+
+    if select_on == SELECT_AUGMENTED:
+        fit_names = names
+        sel_x = torch.cat([augment_batch(data[k], torch.Generator().manual_seed(s_select + i),
+                                         Augmentation(sink_p=1.0, noise_p=1.0,
+                                                      min_columns=augmentation.min_columns,
+                                                      max_columns=augmentation.max_columns,
+                                                      noise_std_ratio=augmentation.noise_std_ratio))
+                           for i, k in enumerate(names)])
+        sel_y = labels.repeat(len(names))
+        selection = "augmented"
+    elif select_on == SELECT_LAST:
+        fit_names, sel_x, sel_y, selection = names, None, None, "last"
+    elif select_on in data:
+        if len(names) < 2:
+            raise ValueError(f"cannot hold out {select_on!r}: it is the only source model "
+                             f"(use select_on={SELECT_AUGMENTED!r})")
+        fit_names = [k for k in names if k != select_on]
+        sel_x, sel_y = data[select_on], labels
+        selection = f"source:{select_on}"
+    else:
+        raise ValueError(f"select_on={select_on!r} is neither a source model ({names}) nor "
+                         f"{SELECT_AUGMENTED!r} / {SELECT_LAST!r}; selection never uses the target")
+
+    dev = resolve_device(device)
+    common = dict(n_classes=n, in_channels=c, stem=stem, batch_size=batch_size, lr=lr, momentum=momentum,
+                  weight_decay=weight_decay, seed=seed, device=dev, aug=augmentation, progress=progress)
+    x = torch.cat([data[k] for k in fit_names])
+    y = labels.repeat(len(fit_names))
+
+    sel_top1: list[float] = []
+    sel_loss: list[float] = []
+    mon_top1: dict[str, list[float]] = {k: [] for k in mon}
+    best: dict[str, Any] = {"key": None, "epoch": 0, "state": None}
+    train_loss: list[float] = []
+
+    def on_epoch(epoch, net, tl):
+        train_loss.append(tl)
+        post = {}
+        if sel_x is not None:
+            t1, _, ls = _accuracy(_logits(net, sel_x, dev), sel_y)
+            sel_top1.append(t1)
+            sel_loss.append(ls)
+            key = (t1, -ls)
+            if best["key"] is None or key > best["key"]:
+                best.update(key=key, epoch=epoch, state=_state(net))
+            post["sel_top1"] = f"{t1:.3f}"
+        for k, v in mon.items():
+            mon_top1[k].append(_accuracy(_logits(net, v, dev), labels)[0])
+        return post
+
+    desc = f"chunk classifier ({'+'.join(fit_names)}; select {selection})"
+    net = _fit(x, y, epochs=epochs, desc=desc, on_epoch=on_epoch, **common)
+    if sel_x is None:
+        chosen, state = epochs, _state(net)
+    else:
+        chosen, state = best["epoch"], best["state"]
+    del net
+
+    did_refit = False
+    if refit and selection.startswith("source:"):
+        xa = torch.cat([data[k] for k in names])
+        ya = labels.repeat(len(names))
+        net = _fit(xa, ya, epochs=chosen, desc=f"refit on {'+'.join(names)}", **common)
+        state, fit_names, did_refit = _state(net), names, True
+        del net
+
+    hparams = {"batch_size": batch_size, "lr": lr, "momentum": momentum, "weight_decay": weight_decay,
+               "augmentation": asdict(augmentation), "optimizer": "SGD", "normalisation": "per-image per-channel standardisation"}
+    return ClassifierResult(
+        state_dict=state, n_classes=n, in_channels=c, image_size=(h, w), stem=stem, seed=seed,
+        epochs=epochs, chosen_epoch=chosen, selection=selection, train_models=tuple(fit_names),
+        selection_top1=sel_top1, selection_loss=sel_loss, train_loss=train_loss,
+        monitor_top1=mon_top1, refit=did_refit, hparams=hparams,
+    )

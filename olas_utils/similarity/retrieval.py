@@ -1,0 +1,165 @@
+"""Cross-model retrieval scores: Pearson matrix, true-match ranks, Hit@k, the retrieval table.
+
+The paper's retrieval test (Liang et al., NeurIPS 2025; ``../shared/paper.md`` §2): for
+each of the 1,000 OLA images of a *target* model, rank the 1,000 images of a *source*
+model by SSIM (:func:`olas_utils.similarity.ssim.ssim_matrix`) and report Hit@1 /
+Hit@5, the fraction of target images whose own sentence is ranked first / in the top 5.
+
+Importing this module does no work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from olas_utils.similarity.ssim import ArrayLike, ssim_matrix
+
+__all__ = ["pearson_matrix", "true_match_ranks", "hit_at_k", "retrieval_table"]
+
+
+@torch.no_grad()
+def pearson_matrix(queries: ArrayLike, keys: ArrayLike, *, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Pearson correlation of every (query, key) pair of flattened images.
+
+    ``out[i, j] == numpy.corrcoef(queries[i].ravel(), keys[j].ravel())[0, 1]``. A constant
+    image has no correlation: its row/column is NaN (numpy gives NaN too, with a warning).
+
+    Args:
+        queries: ``(Nq, ...)`` images (any trailing shape).
+        keys: ``(Nk, ...)`` images with the same number of elements per image.
+        dtype: computation and output dtype (default float64).
+
+    Returns:
+        ``(Nq, Nk)`` tensor.
+
+    Raises:
+        ValueError: if the images differ in size.
+    """
+    a = torch.as_tensor(np.array(queries, copy=True) if isinstance(queries, np.ndarray) else queries).to(dtype)
+    b = torch.as_tensor(np.array(keys, copy=True) if isinstance(keys, np.ndarray) else keys).to(dtype=dtype, device=a.device)
+    a, b = a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"queries have {a.shape[1]} values per image, keys {b.shape[1]}")
+    a = a - a.mean(1, keepdim=True)
+    b = b - b.mean(1, keepdim=True)
+    na, nb = a.norm(dim=1), b.norm(dim=1)
+    a = a / torch.where(na > 0, na, torch.full_like(na, float("nan")))[:, None]
+    b = b / torch.where(nb > 0, nb, torch.full_like(nb, float("nan")))[:, None]
+    return (a @ b.t()).clamp_(-1.0, 1.0)
+
+
+def true_match_ranks(sim: ArrayLike, *, ties: str = "pessimistic") -> np.ndarray:
+    """0-based rank of each query's own key (key ``i`` for query ``i``) in its row.
+
+    Tie rule: with ``ties="pessimistic"`` (default) every other key scoring *at least* as
+    high as the true key ranks above it (``rank_i = #{j ≠ i : s_ij ≥ s_ii}``), so a tie
+    always counts against the model — a constant row scores no hit. With
+    ``"optimistic"``, only strictly higher keys count (``#{j : s_ij > s_ii}``). NaN
+    similarities count as −∞ (a NaN true score is beaten or tied by every key).
+
+    Args:
+        sim: ``(Nq, Nk)`` similarities, ``Nq ≤ Nk``; higher = more similar.
+        ties: ``"pessimistic"`` or ``"optimistic"``.
+
+    Returns:
+        ``(Nq,)`` int64 array of ranks in ``0..Nk-1``.
+
+    Raises:
+        ValueError: if ``sim`` is not 2-D, has more rows than columns, or ``ties`` is unknown.
+    """
+    s = sim.detach().cpu().double().numpy() if isinstance(sim, torch.Tensor) else np.asarray(sim, dtype=np.float64)
+    if s.ndim != 2 or s.shape[0] > s.shape[1]:
+        raise ValueError(f"sim must be (Nq, Nk) with Nq <= Nk (query i matches key i), got {s.shape}")
+    if ties not in ("pessimistic", "optimistic"):
+        raise ValueError(f"ties must be 'pessimistic' or 'optimistic', got {ties!r}")
+    s = np.where(np.isnan(s), -np.inf, s)
+    n = s.shape[0]
+    true = s[np.arange(n), np.arange(n)][:, None]
+    if ties == "optimistic":
+        return (s > true).sum(1).astype(np.int64)
+    return ((s >= true).sum(1) - 1).astype(np.int64)  # minus the true key itself
+
+
+def hit_at_k(sim: ArrayLike, k: int, *, ties: str = "pessimistic") -> float:
+    """Hit@k: the fraction of queries whose own key (index i) is among the top k of row i.
+
+    Args:
+        sim: ``(Nq, Nk)`` similarities, query i's match is key i.
+        k: cut-off (>= 1).
+        ties: tie rule of :func:`true_match_ranks` (default pessimistic: ties count against).
+
+    Returns:
+        A fraction in [0, 1].
+
+    Raises:
+        ValueError: on ``k < 1`` or an invalid ``sim`` (see :func:`true_match_ranks`).
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    ranks = true_match_ranks(sim, ties=ties)
+    return float((ranks < k).mean()) if len(ranks) else float("nan")
+
+
+def retrieval_table(
+    images_by_model: Mapping[str, ArrayLike],
+    metric: str = "ssim",
+    ks: Sequence[int] = (1, 5),
+    *,
+    ties: str = "pessimistic",
+    progress: bool = True,
+    **ssim_kwargs,
+) -> list[dict]:
+    """Hit@k retrieval between every ordered pair of models.
+
+    For target T and source S, each image i of T queries all images of S; a hit is image
+    i of S (the same chunk) in the top k. Both metrics are symmetric, so each unordered pair
+    is computed once and its transpose serves the other direction.
+
+    Args:
+        images_by_model: ``{model: (n, H, W) or (n, C, H, W) images}``, the same chunks in
+            the same order for every model (e.g. ``CachedImages.images("ola:1")``).
+        metric: ``"ssim"`` (:func:`ssim_matrix`, paper) or ``"pearson"``
+            (:func:`pearson_matrix`).
+        ks: cut-offs.
+        ties: tie rule (see :func:`true_match_ranks`).
+        progress: progress bar over model pairs.
+        **ssim_kwargs: passed to :func:`ssim_matrix`.
+
+    Returns:
+        One dict per ordered pair (target ≠ source), in the order of the mapping:
+        ``{"target", "source", "metric", "n", "hit@1", "hit@5", ...}`` (fractions).
+
+    Raises:
+        ValueError: fewer than two models, different numbers of images or image shapes,
+            or an unknown metric.
+    """
+    if metric not in ("ssim", "pearson"):
+        raise ValueError(f"metric must be 'ssim' or 'pearson', got {metric!r}")
+    names = list(images_by_model)
+    if len(names) < 2:
+        raise ValueError(f"need at least two models, got {names}")
+    shapes = {n: tuple(np.shape(images_by_model[n])) for n in names}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"all models need the same number and shape of images, got {shapes}")
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
+    sims: dict[tuple[str, str], torch.Tensor] = {}
+    for a, b in tqdm(pairs, desc=f"retrieval ({metric})", disable=not progress, unit="pair"):
+        if metric == "ssim":
+            sims[a, b] = ssim_matrix(images_by_model[a], images_by_model[b], **ssim_kwargs).cpu()
+        else:
+            sims[a, b] = pearson_matrix(images_by_model[a], images_by_model[b]).cpu()
+    rows = []
+    for t in names:
+        for s in names:
+            if s == t:
+                continue
+            sim = sims[t, s] if (t, s) in sims else sims[s, t].t()
+            row = {"target": t, "source": s, "metric": metric, "n": int(sim.shape[0])}
+            for k in ks:
+                row[f"hit@{k}"] = hit_at_k(sim, k, ties=ties)
+            rows.append(row)
+    return rows

@@ -1,0 +1,15 @@
+"""The logic of notebooks 01–04, one module per notebook, plus the figures and tables they
+write. The notebooks only call these functions, so everything they show can be tested.
+
+In: model names, profiles (sizes) and seeds. Out: pandas tables (written by ``tables``
+under ``results/``), matplotlib figures (``plots`` and each study's figure functions,
+saved under ``figures/``) and Markdown verdicts computed from the run's own numbers.
+
+- ``gallery`` (01): OLA heatmaps of the same sentences across models;
+- ``crosslm`` and ``crosslm_report`` (02): cross-LM retrieval and classifier; figures and
+  the comparison with the paper;
+- ``syntax`` (03): probes and the biaffine parser per order;
+- ``transfer`` (04): the adapter across models, with controls and baselines;
+- ``plots``, ``tables``: heatmap primitives (also used by the explorer widget) and the
+  CSV + Markdown table writer.
+"""

@@ -1,0 +1,228 @@
+"""Cross-LM OLA similarity (notebook 02), the computation: extraction of every model and
+control into the image cache, SSIM/Pearson retrieval tables and the visual classifier.
+Figures and the comparison with the paper are in :mod:`olas_utils.studies.crosslm_report`.
+
+The notebook calls these functions in order (then :mod:`~olas_utils.studies.crosslm_report`'s);
+profiles (sizes) live in :data:`PROFILES`.
+Families are compared among themselves, as in the paper (encoders with encoders, causal
+LMs with causal LMs); a model's family is read from its config (``LoadedModel.is_causal``).
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["PROFILES", "ImageSet", "extract_images", "retrieval_frame", "retrieval_summary", "classifier_frame"]
+
+
+#: Notebook 02 sizes per profile (``models=None``: the default zoo).
+PROFILES: dict[str, dict] = {
+    "smoke": {
+        "models": ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"], "n_chunks": 12, "orders": [1, 2],
+        "baselines": ["rollout"], "protocols": ["word"], "controls": ["random"], "control_protocols": ["word"],
+        "classifier_keys": ["ola:1"], "classifier_epochs": 1, "classifier_targets": "last",
+        "classifier_refit": False, "batch_size": 4,
+    },
+    "quick": {
+        "models": None, "n_chunks": 200, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
+        "protocols": ["paper", "word"], "controls": ["random", "shuffled"], "control_protocols": ["paper"],
+        "classifier_keys": ["ola:1", "rollout"], "classifier_epochs": 5, "classifier_targets": "last",
+        "classifier_refit": False, "batch_size": 8,
+    },
+    "paper": {
+        "models": None, "n_chunks": 1000, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
+        "protocols": ["paper", "word"], "controls": ["random", "shuffled"], "control_protocols": ["paper", "word"],
+        "classifier_keys": ["ola:1", "ola:2", "ola:3", "rollout", "layer:0", "layer:-1"], "classifier_epochs": 30,
+        "classifier_targets": "all", "classifier_refit": True, "batch_size": 16,
+    },
+}
+
+
+@dataclass
+class ImageSet:
+    """Cached images of every model, per (control, protocol).
+
+    Attributes:
+        caches: ``{(control, protocol): {model: CachedImages}}``; control is ``"none"``
+            (the trained model), ``"random"`` or ``"shuffled"``.
+        families: ``{model: "encoder" | "causal"}``.
+        keys: the map keys stored.
+    """
+
+    caches: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)
+    families: dict[str, str] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+
+    def images(self, control: str, protocol: str, key: str, models: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """``{model: (n, S, S) array}`` for one control, protocol and key."""
+        caches = self.caches[(control, protocol)]
+        return {m: np.asarray(caches[m].images(key)) for m in (models or caches)}
+
+    def family_models(self, family: str) -> list[str]:
+        """Models of a family, in extraction order."""
+        return [m for m, f in self.families.items() if f == family]
+
+
+def extract_images(
+    models: Sequence[str],
+    chunks: Sequence[Sequence[str]],
+    *,
+    orders: Sequence[int],
+    baselines: Sequence[str],
+    protocols: Sequence[str],
+    controls: Sequence[str] = (),
+    control_protocols: Sequence[str] | None = None,
+    batch_size: int = 8,
+    seed: int = 0,
+    device=None,
+    progress: bool = True,
+) -> ImageSet:
+    """Extract (or reuse from the cache) OLA images of every model, protocol and control.
+
+    Each model is loaded once; its controls are built from it with
+    :func:`olas_utils.zoo.controls.random_weights_copy` and
+    :func:`olas_utils.zoo.controls.shuffled_layers_copy` (fixed ``seed``). Caches are resumable
+    and settings-checked (:func:`olas_utils.similarity.cache.extract_to_cache`).
+
+    Args:
+        models: zoo names / folders / Hugging Face ids.
+        chunks: the corpus (:func:`olas_utils.data.corpus.build_chunks`).
+        orders, baselines: what to store (``"ola:k"`` per order, plus e.g. ``"rollout"``).
+        protocols: ``"paper"`` and/or ``"word"`` for the trained models.
+        controls: ``"random"`` and/or ``"shuffled"``.
+        control_protocols: protocols for the controls (default ``protocols``).
+        batch_size, seed, device, progress: see :func:`~olas_utils.similarity.cache.extract_to_cache`.
+
+    Returns:
+        An :class:`ImageSet`.
+
+    Raises:
+        ValueError: on an unknown control.
+    """
+    from olas_utils.similarity.cache import extract_to_cache
+    from olas_utils.zoo import load_model
+    from olas_utils.zoo.controls import random_weights_copy, shuffled_layers_copy
+
+    makers = {"random": random_weights_copy, "shuffled": shuffled_layers_copy}
+    bad = [c for c in controls if c not in makers]
+    if bad:
+        raise ValueError(f"unknown control(s) {bad}; use {sorted(makers)}")
+    control_protocols = list(control_protocols or protocols)
+    out = ImageSet(keys=[f"ola:{k}" for k in orders] + list(baselines))
+    for name in models:
+        lm = load_model(name, device=device)
+        out.families[name] = "causal" if lm.is_causal else "encoder"
+        variants = [("none", lm, protocols)] + [(c, None, control_protocols) for c in controls]
+        for control, model, prots in variants:
+            if model is None:
+                model = makers[control](lm, seed=seed)
+            for protocol in prots:
+                cached = extract_to_cache(model, chunks, orders=orders, baselines=baselines, protocol=protocol,
+                                          batch_size=batch_size, seed=seed, progress=progress)
+                out.caches.setdefault((control, protocol), {})[name] = cached
+            if control != "none":
+                del model
+                gc.collect()
+        del lm
+        gc.collect()
+    return out
+
+
+def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pearson"), progress: bool = True) -> pd.DataFrame:
+    """Hit@1 and Hit@5 for every ordered model pair within each family, for every control,
+    protocol, key and metric.
+
+    Returns:
+        A DataFrame with columns ``family, control, protocol, key, metric, target, source,
+        n, hit@1, hit@5`` (fractions; chance is ``1/n`` and ``5/n``).
+    """
+    from olas_utils.similarity import retrieval_table
+
+    rows = []
+    for (control, protocol), caches in images.caches.items():
+        for family in ("encoder", "causal"):
+            fam = [m for m in images.family_models(family) if m in caches]
+            if len(fam) < 2:
+                continue
+            for key in images.keys:
+                imgs = images.images(control, protocol, key, fam)
+                for metric in metrics:
+                    for r in retrieval_table(imgs, metric=metric, ks=(1, 5), progress=False):
+                        rows.append({"family": family, "control": control, "protocol": protocol, "key": key,
+                                     "metric": metric, "target": r["target"], "source": r["source"], "n": r["n"],
+                                     "hit@1": r["hit@1"], "hit@5": r["hit@5"]})
+    return pd.DataFrame(rows)
+
+
+def retrieval_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean, min and max Hit@1/Hit@5 over the ordered model pairs of each family.
+
+    Returns:
+        One row per ``(protocol, family, control, key, metric)`` with ``pairs``,
+        ``hit@1``, ``hit@1 min``, ``hit@1 max``, ``hit@5``, ``hit@5 min``, ``hit@5 max``
+        (fractions) and ``chance@1`` (``1/n``).
+    """
+    g = frame.groupby(["protocol", "family", "control", "key", "metric"], sort=False)
+    out = g.agg(
+        pairs=("hit@1", "size"), n=("n", "first"),
+        **{"hit@1": ("hit@1", "mean"), "hit@1 min": ("hit@1", "min"), "hit@1 max": ("hit@1", "max"),
+           "hit@5": ("hit@5", "mean"), "hit@5 min": ("hit@5", "min"), "hit@5 max": ("hit@5", "max")},
+    ).reset_index()
+    out["chance@1"] = 1.0 / out["n"]
+    return out
+
+
+def classifier_frame(
+    images: ImageSet,
+    *,
+    keys: Sequence[str],
+    epochs: int,
+    protocol: str = "paper",
+    targets: str = "all",
+    refit: bool = True,
+    seed: int = 0,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """The visual classifier: for each family and each target model, a ResNet-18 trained on
+    the other models of the family (the sources) is tested on the unseen target, one map key
+    (one channel) at a time.
+
+    Epoch selection never uses the target: with two or more sources, leave-one-source-out
+    (then, with ``refit``, retrained on all sources for the chosen number of epochs); with
+    one source, a fixed augmented copy of it (see
+    :func:`olas_utils.similarity.classifier.train_classifier`).
+
+    Args:
+        targets: ``"all"`` (every model of a family in turn) or ``"last"`` (only the last
+            model of each family: the quick profile's CPU budget).
+        refit: retrain on all sources after leave-one-source-out selection.
+
+    Returns:
+        A DataFrame with columns ``family, target, sources, key, protocol, top1, top5, n,
+        chance, epochs, chosen_epoch, selection``.
+    """
+    from olas_utils.similarity.classifier import train_classifier
+    from olas_utils.similarity.evaluation import evaluate
+
+    rows = []
+    for family in ("encoder", "causal"):
+        fam = images.family_models(family)
+        if len(fam) < 2:
+            continue
+        for target in fam if targets == "all" else fam[-1:]:
+            sources = [m for m in fam if m != target]
+            for key in keys:
+                imgs = images.images("none", protocol, key, fam)
+                res = train_classifier({m: imgs[m] for m in sources}, epochs=epochs, seed=seed,
+                                       refit=refit and len(sources) >= 2, progress=progress)
+                acc = evaluate(res, imgs[target])
+                rows.append({"family": family, "target": target, "sources": ", ".join(sources), "key": key,
+                             "protocol": protocol, "top1": acc.top1, "top5": acc.top5, "n": acc.n,
+                             "chance": 1.0 / acc.n, "epochs": epochs, "chosen_epoch": res.chosen_epoch,
+                             "selection": res.selection})
+    return pd.DataFrame(rows)

@@ -1,0 +1,170 @@
+"""The OLA gallery (notebook 01): word-level OLA heatmaps of the same real sentences across
+models, per order, with and without attention sinks.
+
+The notebook only calls :func:`gallery_sentences`, :func:`extract_gallery` and
+:func:`gallery_figures`; profiles (sizes) live in :data:`PROFILES`.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import torch
+
+from olas_utils.extract import OLAMaps, extract_ola
+from olas_utils.studies.plots import grouped_heatmaps, save_figure
+from olas_utils.sinks import outlier_mask, remove_outliers, renormalize_rows
+
+__all__ = ["PROFILES", "GALLERY_SENT_IDS", "gallery_sentences", "extract_gallery",
+           "gallery_figures", "without_sinks"]
+
+#: Notebook 01 sizes per profile. ``models=None`` means the default zoo.
+PROFILES: dict[str, dict] = {
+    "smoke": {"models": ["minilm-l6", "smollm2-135m"], "n_sentences": 1, "orders": [1, 2]},
+    "quick": {"models": None, "n_sentences": 4, "orders": [1, 2, 3]},
+    "paper": {"models": None, "n_sentences": 4, "orders": [1, 2, 3]},
+}
+
+
+#: The gallery's default sentences: UD English-EWT dev ``sent_id``s of four short English
+#: sentences of different shapes (a clause with a participle, a long noun phrase subject, a
+#: prepositional chain, a copula with a proper-name object).
+GALLERY_SENT_IDS: tuple[str, ...] = (
+    "weblog-juancole.com_juancole_20040114085100_ENG_20040114_085100-0005",
+    "weblog-blogspot.com_thelameduck_20041119192207_ENG_20041119_192207-0001",
+    "weblog-blogspot.com_alaindewitt_20060827093500_ENG_20060827_093500-0001",
+    "weblog-typepad.com_ripples_20050410122300_ENG_20050410_122300-0005",
+)
+
+
+def gallery_sentences(n: int = 4, *, sent_ids: Sequence[str] = GALLERY_SENT_IDS, split: str = "dev", data_dir=None) -> list[list[str]]:
+    """Words of the first ``n`` of ``sent_ids`` from UD English-EWT ``split`` (real text).
+
+    Args:
+        n: how many sentences.
+        sent_ids: EWT ``sent_id`` values, in the order wanted.
+        split: ``"train"``, ``"dev"`` or ``"test"``.
+        data_dir: data folder (see :func:`olas_utils.settings.data_dir`).
+
+    Returns:
+        ``n`` lists of words.
+
+    Raises:
+        FileNotFoundError: if the EWT data is missing (see :mod:`olas_utils.data`).
+        ValueError: if ``n`` exceeds ``len(sent_ids)`` or a sentence id is not in the split.
+    """
+    from olas_utils.data import load_ud_ewt
+
+    if n > len(sent_ids):
+        raise ValueError(f"asked for {n} sentences but only {len(sent_ids)} sentence ids were given")
+    ds = load_ud_ewt(split, data_dir=data_dir)
+    by_id = dict(zip(ds["sent_id"], ds["words"]))
+    missing = [s for s in sent_ids[:n] if s not in by_id]
+    if missing:
+        raise ValueError(f"sentence id(s) {missing} are not in EWT {split}")
+    return [list(by_id[s]) for s in sent_ids[:n]]
+
+
+@dataclass
+class GalleryModel:
+    """Word-level maps of one model, with its display name and causality."""
+
+    name: str
+    is_causal: bool
+    maps: OLAMaps
+
+
+def extract_gallery(models: Sequence[str], sentences: Sequence[Sequence[str]], orders: Sequence[int], *, device=None, progress: bool = True) -> list[GalleryModel]:
+    """Word-level OLA of ``sentences`` for each model (loaded one at a time and released).
+
+    Args:
+        models: zoo names / folders / Hugging Face ids.
+        sentences: lists of words.
+        orders: OLA orders (each in ``0..N`` for every model).
+        device: where to run (None: CUDA if available).
+        progress: progress bars.
+
+    Returns:
+        One :class:`GalleryModel` per model, encoders first, then causal models (the paper's
+        two groups), each group in the given order; maps ``(W_i, W_i)`` float32.
+
+    Raises:
+        ValueError, TypeError: from :func:`olas_utils.extract.extract_ola` (bad sentences,
+            orders out of range, a sentence longer than a model's maximum).
+        UnknownModelError, FileNotFoundError: from :func:`olas_utils.zoo.load_model`.
+    """
+    from olas_utils.zoo import load_model
+
+    out = []
+    for name in models:
+        lm = load_model(name, device=device)
+        maps = extract_ola(lm.model, lm.tokenizer, sentences, orders=orders, rollout=False, layers=(), level="word", progress=progress, model_name=name)
+        out.append(GalleryModel(name, lm.is_causal, maps))
+        del lm
+        gc.collect()
+    return sorted(out, key=lambda g: g.is_causal)
+
+
+def _short(text: str, n: int = 90) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def without_sinks(m: torch.Tensor, *, causal: bool) -> torch.Tensor:
+    """A ``(T, T)`` map with its attention-sink outliers zeroed and rows renormalised.
+
+    Args:
+        m: ``(T, T)`` map of one sentence.
+        causal: outliers are searched on the lower triangle (the map is not symmetrised).
+
+    Returns:
+        A new ``(T, T)`` tensor; rows with any mass left sum to 1.
+    """
+    return renormalize_rows(remove_outliers(m, outlier_mask(m, causal=causal)))
+
+
+def gallery_figures(gallery: Sequence[GalleryModel], orders: Sequence[int], out_dir: str | Path, *, close: bool = True) -> list[Path]:
+    """One figure per sentence and order: top row with sinks, bottom row without, models as
+    columns grouped into encoders and causal LMs. Saved as
+    ``out_dir/ola_gallery_s{i}_order{k}.png``.
+
+    Args:
+        gallery: from :func:`extract_gallery` (same sentences for every model).
+        orders: orders to draw (each extracted).
+        out_dir: folder for the PNG files (created).
+        close: close each figure after saving (frees memory in long runs).
+
+    Returns:
+        The written paths, sentence-major.
+
+    Raises:
+        KeyError: if an order was not extracted.
+        OSError: if a file cannot be written.
+    """
+    out_dir = Path(out_dir)
+    n_enc = sum(not g.is_causal for g in gallery)
+    groups = [(t, n) for t, n in (("Encoders (bidirectional)", n_enc), ("Causal LMs", len(gallery) - n_enc)) if n]
+    paths = []
+    n_sent = len(gallery[0].maps)
+    for i in range(n_sent):
+        for k in orders:
+            key = f"ola:{k}"
+            rows = [[], []]
+            for g in gallery:
+                m = g.maps[key][i]
+                words = g.maps.words[i]
+                rows[0].append((g.name, m, words))
+                rows[1].append((g.name, without_sinks(m, causal=g.is_causal), words))
+            fig = grouped_heatmaps(
+                rows,
+                row_titles=["with sinks", "sinks removed"],
+                group_titles=groups,
+                suptitle=f"Order-{k} OLA, word level — sentence {i + 1}: " + _short(" ".join(gallery[0].maps.words[i])),
+            )
+            paths.append(save_figure(fig, out_dir / f"ola_gallery_s{i + 1}_order{k}.png"))
+            if close:
+                plt.close(fig)
+    return paths

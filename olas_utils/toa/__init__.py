@@ -1,0 +1,19 @@
+"""The Transferable OLA Adapter (paper.md §3–4) and what it is measured with.
+
+In: OLA maps of task sentences (:mod:`olas_utils.toa.taskmaps`, extracted once per model and
+control through :mod:`olas_utils.extract`) and the tasks of :mod:`olas_utils.data.tasks`.
+Out: trained adapters, predictions and word-level scores.
+
+- ``taskmaps``: cached OLA of task sentences per model / control;
+- ``features``: maps → adapter input channels with word positions and gold targets;
+- ``adapter``, ``heads``: the axial-attention image model and the token / relation /
+  biaffine heads (``TOAModel``);
+- ``train``: resumable, deterministic training and prediction;
+- ``fit``: one experiment step (fit, predict, score) and the model-free baselines;
+- ``decoding``, ``metrics``: tree decoding (Eisner, Chu–Liu/Edmonds) and POS / NER /
+  SemEval / UAS-LAS metrics;
+- ``probes``: training-free syntactic probes of word maps (no adapter: what the parser's
+  UAS is read against in notebook 03).
+
+Nothing here imports :mod:`olas_utils.similarity` (the two analyses are independent).
+"""

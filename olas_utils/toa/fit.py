@@ -1,0 +1,213 @@
+"""One TOA experiment step: fit an adapter on a model's OLA for a task, predict, score with
+the standard word-level metric, and the trivial baselines every table is read against.
+
+Metrics (:mod:`olas_utils.toa.metrics`): POS word accuracy; NER seqeval entity micro-F1;
+SemEval-2010 Task 8 official macro-F1 (9 relation types, direction counted, ``Other``
+excluded) and accuracy; dependency UAS / LAS per word with and without punctuation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from olas_utils.toa.adapter import ADAPTER_SIZES, AdapterConfig
+from olas_utils.toa.features import Example
+from olas_utils.toa.heads import TOAModel
+from olas_utils.data.tasks import TaskData
+from olas_utils.toa.train import TrainConfig, checkpoint_key, predict, train_model
+
+__all__ = ["HEADLINE", "to_labels", "score", "trivial_baseline", "fit_adapter", "adapter_config",
+           "profile_training"]
+
+#: The metric each task's tables lead with (key of :func:`score`'s result). Dependency leads
+#: with UAS: OLA carries structure but no word identity, and LAS also needs relation labels
+#: (LAS and the no-punctuation scores are in every table's CSV).
+HEADLINE: dict[str, str] = {"pos": "accuracy", "ner-conll2003": "f1", "ner-uner": "f1",
+                            "relation": "macro_f1", "dependency": "uas"}
+
+
+def to_labels(data: TaskData, preds: Sequence) -> list:
+    """Class ids from :func:`olas_utils.toa.train.predict` → label strings (per the data's
+    vocabulary): per word for token tasks, one per sentence for relations, and
+    ``(heads, relation strings)`` per sentence for dependencies."""
+    names = data.label_names
+    if data.kind == "token":
+        return [[names[j] for j in p] for p in preds]
+    if data.kind == "relation":
+        return [names[p] for p in preds]
+    return [(list(h), [names[j] for j in r]) for h, r in preds]
+
+
+def score(data: TaskData, labels: Sequence) -> dict:
+    """The task's metrics for predicted labels (strings, as from :func:`to_labels`).
+
+    Returns:
+        pos: ``{"accuracy"}``; NER: ``{"precision", "recall", "f1"}``; relation:
+        ``{"macro_f1", "accuracy", "macro_f1_18"}``; dependency: ``{"uas", "las",
+        "uas_nopunct", "las_nopunct"}`` (the last two only when ``data.upos`` is known). All
+        fractions in [0, 1].
+
+    Raises:
+        ValueError: predictions that do not match the data's shape (from the metrics).
+    """
+    from olas_utils.toa import metrics
+
+    if len(labels) != len(data):
+        raise ValueError(f"{len(labels)} predictions for {len(data)} sentences")
+    if data.task == "pos":
+        return {"accuracy": metrics.pos_accuracy(data.labels, labels)}
+    if data.kind == "token":
+        return metrics.entity_f1(data.labels, labels)
+    if data.kind == "relation":
+        s = metrics.semeval_scores(data.labels, labels)
+        return {"macro_f1": s["macro_f1"], "accuracy": s["accuracy"], "macro_f1_18": s["macro_f1_18"]}
+    heads = [h for h, _ in labels]
+    rels = [r for _, r in labels]
+    out = {}
+    for punct, suffix in ((True, ""), (False, "_nopunct")) if data.upos is not None else ((True, ""),):
+        s = metrics.attachment_scores(data.heads, heads, data.labels, rels, upos=data.upos, punct=punct)
+        out["uas" + suffix], out["las" + suffix] = s["uas"], s["las"]
+    return out
+
+
+def trivial_baseline(train: TaskData, test: TaskData) -> list:
+    """Predictions (label strings, see :func:`to_labels`) of a model-free baseline fitted on
+    ``train``:
+
+    * token tasks: the most frequent tag of each word form in train (lower-cased), else
+      the most frequent tag overall;
+    * relation: the most frequent label of the pair of entity words (the last word of each
+      span, lower-cased) in train, backing off to that of the second entity's word, then of
+      the first's, then to the majority label (which alone would score a macro-F1 of 0, as
+      the majority label is ``Other``);
+    * dependency: every word attaches to its left neighbour (the first word to the root)
+      or every word to its right neighbour (the last word to the root), whichever has the
+      higher UAS on train; each word's relation is the most frequent one of its form.
+
+    Raises:
+        ValueError: ``train`` and ``test`` are different tasks.
+    """
+    if train.task != test.task:
+        raise ValueError(f"train is {train.task}, test is {test.task}")
+    if not len(train):
+        raise ValueError("the training split is empty")
+    if train.kind == "relation":
+        def ents(words, spans):
+            return words[spans[0][1] - 1].lower(), words[spans[1][1] - 1].lower()
+
+        tables: list[dict[object, Counter]] = [defaultdict(Counter) for _ in range(3)]
+        for ws, sp, lab in zip(train.words, train.spans, train.labels):
+            e1, e2 = ents(ws, sp)
+            for table, k in zip(tables, ((e1, e2), e2, e1)):
+                table[k][lab] += 1
+        top = Counter(train.labels).most_common(1)[0][0]
+        out = []
+        for ws, sp in zip(test.words, test.spans):
+            e1, e2 = ents(ws, sp)
+            hit = next((t[k] for t, k in zip(tables, ((e1, e2), e2, e1)) if k in t), None)
+            out.append(hit.most_common(1)[0][0] if hit else top)
+        return out
+    per_word: dict[str, Counter] = defaultdict(Counter)
+    overall: Counter = Counter()
+    for ws, ls in zip(train.words, train.labels):
+        for w, lab in zip(ws, ls):
+            per_word[w.lower()][lab] += 1
+            overall[lab] += 1
+    top = overall.most_common(1)[0][0]
+
+    def tags(ws):
+        return [per_word[w.lower()].most_common(1)[0][0] if w.lower() in per_word else top for w in ws]
+
+    if train.kind == "token":
+        return [tags(ws) for ws in test.words]
+
+    def chain(n, left):
+        return [i for i in range(n)] if left else [i + 2 for i in range(n - 1)] + [0]
+
+    def uas(data, left):
+        hits = sum(h == p for hs in data.heads for h, p in zip(hs, chain(len(hs), left)))
+        return hits / sum(len(hs) for hs in data.heads)
+
+    left = uas(train, True) >= uas(train, False)
+    return [(chain(len(ws), left), tags(ws)) for ws in test.words]
+
+
+def adapter_config(size: str | dict, in_channels: int) -> AdapterConfig:
+    """An :class:`~olas_utils.toa.adapter.AdapterConfig` from a named size of
+    :data:`olas_utils.toa.adapter.ADAPTER_SIZES` (or a dict of its fields).
+
+    Raises:
+        ValueError: unknown size name.
+    """
+    if isinstance(size, str):
+        if size not in ADAPTER_SIZES:
+            raise ValueError(f"unknown adapter size {size!r}; available: {sorted(ADAPTER_SIZES)}")
+        size = ADAPTER_SIZES[size]
+    return AdapterConfig(in_channels=in_channels, **size)
+
+
+def profile_training(cfg: dict, seed: int, kind: str) -> tuple[TrainConfig, dict]:
+    """Training settings of a notebook profile (keys ``epochs``, ``batch_size``, ``lr``,
+    ``arc_dim``, ``label_dim``): ``(TrainConfig, head_kwargs)``; the head arguments are the
+    biaffine sizes for the dependency kind and empty otherwise."""
+    tcfg = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"], seed=seed)
+    heads = {"arc_dim": cfg["arc_dim"], "label_dim": cfg["label_dim"]} if kind == "dependency" else {}
+    return tcfg, heads
+
+
+def fit_adapter(examples: Sequence[Example], data: TaskData, adapter: AdapterConfig, cfg: TrainConfig, *,
+                checkpoint_dir: str | Path | None = None, provenance: dict | None = None, head_kwargs: dict | None = None,
+                device="cpu", progress: bool = True, desc: str = "train") -> tuple[TOAModel, dict]:
+    """Build a :class:`~olas_utils.toa.heads.TOAModel` (initialised under ``cfg.seed``) and train
+    it on ``examples`` (resumably when ``checkpoint_dir`` is given; a finished run with the
+    same settings is loaded instead of retrained).
+
+    Args:
+        examples: training examples of ``data`` (:func:`olas_utils.toa.features.build_examples`).
+        data: the training split (kind and label vocabulary).
+        adapter, cfg: adapter size and optimisation settings.
+        checkpoint_dir: folder of checkpoints, one file per run (named by a hash of the
+            settings and ``provenance``).
+        provenance: what identifies the run beyond the examples (source model, keys, ...).
+        head_kwargs: extra head arguments (e.g. ``arc_dim`` for the biaffine head).
+        device, progress, desc: see :func:`olas_utils.toa.train.train_model`.
+
+    Returns:
+        ``(model, info)`` with ``info`` from :func:`~olas_utils.toa.train.train_model`.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = TOAModel(adapter, data.kind, len(data.label_names), **(head_kwargs or {}))
+    extra = {**(provenance or {}), "task": data.task, "labels": list(data.label_names), "data": data.fingerprint(),
+             "head_kwargs": head_kwargs or {}}
+    ckpt = None
+    if checkpoint_dir is not None:
+        # named by the run's full key (settings + the examples' bytes): another model, other channels,
+        # level or library versions give another file, never a clash or a silent reuse
+        ckpt = Path(checkpoint_dir) / f"{data.task}-{checkpoint_key(model, cfg, examples, extra)[:32]}.pt"
+    info = train_model(model, examples, cfg, checkpoint=ckpt, extra=extra, device=device,
+                       progress=progress, desc=desc)
+    return model, info
+
+
+def evaluate(model: TOAModel, examples: Sequence[Example], data: TaskData, *, device="cpu", tree: str = "mst") -> dict:
+    """Predict ``examples`` (of ``data``) and :func:`score` them.
+
+    Raises:
+        ValueError: the model was built for another kind of task or another label set, or
+            the examples are not those of ``data``.
+    """
+    if model.kind != data.kind or model.n_classes != len(data.label_names):
+        raise ValueError(f"the model is a {model.kind} model with {model.n_classes} classes but {data.task} is a "
+                         f"{data.kind} task with {len(data.label_names)} labels; evaluate it on the task it was "
+                         "trained for")
+    if len(examples) != len(data):
+        raise ValueError(f"{len(examples)} examples for {len(data)} sentences of {data.task}/{data.split}")
+    return score(data, to_labels(data, predict(model, examples, device=device, tree=tree)))
+
+
+__all__.append("evaluate")

@@ -1,0 +1,279 @@
+"""Standard word-level evaluation metrics for the paper's downstream tasks (paper.md §4).
+
+* POS tagging — :func:`pos_accuracy`: accuracy per word.
+* NER — :func:`entity_f1`: entity-level micro precision/recall/F1 by ``seqeval``.
+* Relation classification — :func:`semeval_scores`: the official SemEval-2010 Task 8
+  score (and the other numbers the official scorer prints).
+* Dependency parsing — :func:`attachment_scores`: UAS/LAS per word.
+
+All scores are fractions in [0, 1] (the official SemEval scorer prints percentages;
+multiply by 100 to compare).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from olas_utils.data import SEMEVAL_LABELS
+
+__all__ = ["pos_accuracy", "entity_f1", "semeval_scores", "attachment_scores", "SEMEVAL_RELATIONS"]
+
+
+def _check_parallel(gold: Sequence[Sequence], pred: Sequence[Sequence], what: str) -> int:
+    """Check two corpora of sentences align; return the total number of items."""
+    if len(gold) != len(pred):
+        raise ValueError(f"{what}: gold has {len(gold)} sentences but pred has {len(pred)}")
+    total = 0
+    for i, (g, p) in enumerate(zip(gold, pred)):
+        if isinstance(g, str) or isinstance(p, str):
+            raise ValueError(f"{what}: sentence {i} is a string; expected a sequence of labels per sentence")
+        if len(g) != len(p):
+            raise ValueError(f"{what}: sentence {i} has {len(g)} gold items but {len(p)} predicted")
+        total += len(g)
+    if total == 0:
+        raise ValueError(f"{what}: no items to score (empty input)")
+    return total
+
+
+# ----------------------------------------------------------------------------------------
+# POS and NER
+# ----------------------------------------------------------------------------------------
+
+
+def pos_accuracy(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> float:
+    """Word-level tagging accuracy: correct words / all words, pooled over sentences.
+
+    Args:
+        gold: one sequence of gold tags per sentence (one tag per word).
+        pred: predicted tags, same shape as ``gold``.
+
+    Returns:
+        Accuracy in [0, 1] (a micro average: long sentences weigh more).
+
+    Raises:
+        ValueError: different numbers of sentences, a sentence whose gold and predicted
+            lengths differ, or no words at all.
+    """
+    total = _check_parallel(gold, pred, "pos_accuracy")
+    correct = sum(g == p for gs, ps in zip(gold, pred) for g, p in zip(gs, ps))
+    return correct / total
+
+
+def entity_f1(gold_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Entity-level micro precision, recall and F1 (CoNLL ``conlleval`` style) via seqeval.
+
+    An entity counts as correct only if its type and both boundaries match exactly (a
+    partially overlapping span is a false positive *and* a false negative). Scores come
+    from ``seqeval.metrics`` in its **default mode** (``mode=None``), which reproduces the
+    conlleval Perl script: tags are read as IOB (IOB2 expected; an ``I-X`` that follows
+    ``O`` or another type also starts an entity, as in conlleval). ``zero_division=0``:
+    with no predicted (or no gold) entities the affected score is 0 rather than a warning.
+
+    Args:
+        gold_tags: one sequence of IOB2 tags (e.g. ``"B-PER"``, ``"I-PER"``, ``"O"``) per
+            sentence.
+        pred_tags: predicted tags, same shape.
+
+    Returns:
+        ``{"precision", "recall", "f1"}`` as floats in [0, 1].
+
+    Raises:
+        ValueError: mismatched numbers/lengths of sentences or empty input.
+
+    Source: Nakayama (2018), *seqeval* (github.com/chakki-works/seqeval); CoNLL-2000/2003
+    ``conlleval``.
+    """
+    from seqeval.metrics import f1_score, precision_score, recall_score
+
+    _check_parallel(gold_tags, pred_tags, "entity_f1")
+    g = [list(s) for s in gold_tags]
+    p = [list(s) for s in pred_tags]
+    return {
+        "precision": float(precision_score(g, p, zero_division=0)),
+        "recall": float(recall_score(g, p, zero_division=0)),
+        "f1": float(f1_score(g, p, zero_division=0)),
+    }
+
+
+# ----------------------------------------------------------------------------------------
+# SemEval-2010 Task 8
+# ----------------------------------------------------------------------------------------
+
+#: The 9 SemEval-2010 Task 8 relation types (without direction), in label order.
+SEMEVAL_RELATIONS: tuple[str, ...] = tuple(dict.fromkeys(lab.split("(")[0] for lab in SEMEVAL_LABELS if lab != "Other"))
+
+
+def _prf(tp: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:
+    """Precision, recall, F1 with 0 for a zero denominator (as the official scorer)."""
+    p = tp / n_pred if n_pred else 0.0
+    r = tp / n_gold if n_gold else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return p, r, f
+
+
+def semeval_scores(gold: Sequence[str], pred: Sequence[str]) -> dict:
+    """SemEval-2010 Task 8 scores, following the official scorer ``semeval2010_task8_scorer-v1.2.pl``.
+
+    **Official score** (``macro_f1``): the "(9+1)-way evaluation with directionality taken
+    into account", macro-averaged F1 over the relation types, ``Other`` excluded. For each
+    relation type R (e.g. ``Cause-Effect``):
+
+    * TP = examples whose gold type is R and whose predicted label equals the gold label
+      exactly (type *and* direction);
+    * precision = TP / (examples predicted with type R, either direction) — a
+      wrong-direction prediction of the right type counts against R's precision;
+    * recall = TP / (gold examples of type R, either direction);
+    * F1 = 2PR / (P + R); any zero denominator gives 0.
+
+    The macro average runs over the relation types **present in the gold labels** (as the
+    scorer does; all 9 on the official test set): a type predicted but absent from gold
+    adds no term (its predictions are simply wrong elsewhere), a gold type never predicted
+    adds P = R = F1 = 0.
+
+    Also returned:
+
+    * ``accuracy`` — exact 19-way label match over all examples (the "(2*9+1)-way"
+      accuracy; every example is counted, ``Other`` included);
+    * ``macro_f1_18`` — the training README's "macro-averaged F-score over the 18 relation
+      labels apart from Other": per directed label L, P = correct L / predicted L,
+      R = correct L / gold L, averaged over the directed labels present in gold (the
+      scorer's (2*9+1)-way macro F1);
+    * ``macro_precision``, ``macro_recall`` — the official evaluation's macro P and R;
+    * ``micro_precision``, ``micro_recall``, ``micro_f1`` — the official evaluation's
+      micro averages over the relation types present in gold (``Other`` excluded);
+    * ``per_type`` — ``{type: {"precision", "recall", "f1", "tp", "n_pred", "n_gold"}}``
+      for all 9 types (including any absent from gold, for inspection);
+    * ``n`` — number of examples.
+
+    Args:
+        gold: gold labels, one per example, each one of :data:`olas_utils.data.SEMEVAL_LABELS`
+            (e.g. ``"Cause-Effect(e1,e2)"``, ``"Cause-Effect(e2,e1)"``, ``"Other"``).
+        pred: predicted labels, same length and vocabulary.
+
+    Returns:
+        dict as described above; all scores are fractions in [0, 1].
+
+    Raises:
+        ValueError: different lengths, empty input, or a label outside the 19 valid ones
+            (the message lists them).
+
+    Source: the official scorer v1.2 (Preslav Nakov, 2010), section "(9+1)-WAY EVALUATION
+    TAKING DIRECTIONALITY INTO ACCOUNT -- OFFICIAL" and its per-relation P/R/F1 and
+    macro-average code; ``SemEval2010_task8_training/README.txt`` ("EVALUATION") for the
+    18-label macro F-score; Hendrickx et al. (2010), SemEval-2010 Task 8 paper.
+    """
+    if isinstance(gold, str) or isinstance(pred, str):
+        raise ValueError("semeval_scores: gold and pred must be sequences of labels, not strings")
+    gold, pred = list(gold), list(pred)
+    if len(gold) != len(pred):
+        raise ValueError(f"semeval_scores: gold has {len(gold)} labels but pred has {len(pred)}")
+    if not gold:
+        raise ValueError("semeval_scores: empty input")
+    valid = set(SEMEVAL_LABELS)
+    for name, labels in (("gold", gold), ("pred", pred)):
+        bad = sorted({str(x) for x in labels if x not in valid})
+        if bad:
+            raise ValueError(
+                f"semeval_scores: unknown {name} label(s) {bad[:5]}; valid labels are {list(SEMEVAL_LABELS)}"
+            )
+
+    def rtype(label: str) -> str:
+        return label.split("(")[0]
+
+    # official (9+1)-way with direction, per relation type
+    tp = Counter(rtype(g) for g, p in zip(gold, pred) if g == p and g != "Other")
+    n_pred = Counter(rtype(p) for p in pred if p != "Other")
+    n_gold = Counter(rtype(g) for g in gold if g != "Other")
+    per_type = {}
+    for r in SEMEVAL_RELATIONS:
+        p_, r_, f_ = _prf(tp[r], n_pred[r], n_gold[r])
+        per_type[r] = {"precision": p_, "recall": r_, "f1": f_, "tp": tp[r], "n_pred": n_pred[r], "n_gold": n_gold[r]}
+    in_gold = [r for r in SEMEVAL_RELATIONS if n_gold[r]]
+    k = len(in_gold)
+    macro_p = sum(per_type[r]["precision"] for r in in_gold) / k if k else 0.0
+    macro_r = sum(per_type[r]["recall"] for r in in_gold) / k if k else 0.0
+    macro_f = sum(per_type[r]["f1"] for r in in_gold) / k if k else 0.0
+    micro_p, micro_r, micro_f = _prf(
+        sum(tp[r] for r in in_gold), sum(n_pred[r] for r in in_gold), sum(n_gold[r] for r in in_gold)
+    )
+
+    # 18 directed labels (the (2*9+1)-way evaluation), averaged over labels present in gold
+    tp18 = Counter(g for g, p in zip(gold, pred) if g == p)
+    pred18, gold18 = Counter(pred), Counter(gold)
+    labels18 = [lab for lab in SEMEVAL_LABELS if lab != "Other" and gold18[lab]]
+    f18 = [_prf(tp18[lab], pred18[lab], gold18[lab])[2] for lab in labels18]
+    macro_f1_18 = sum(f18) / len(f18) if f18 else 0.0
+
+    return {
+        "macro_f1": macro_f,
+        "macro_precision": macro_p,
+        "macro_recall": macro_r,
+        "micro_precision": micro_p,
+        "micro_recall": micro_r,
+        "micro_f1": micro_f,
+        "accuracy": sum(tp18.values()) / len(gold),
+        "macro_f1_18": macro_f1_18,
+        "per_type": per_type,
+        "n": len(gold),
+    }
+
+
+# ----------------------------------------------------------------------------------------
+# Dependency parsing
+# ----------------------------------------------------------------------------------------
+
+
+def attachment_scores(
+    gold_heads: Sequence[Sequence[int]],
+    pred_heads: Sequence[Sequence[int]],
+    gold_rels: Sequence[Sequence[str]],
+    pred_rels: Sequence[Sequence[str]],
+    upos: Sequence[Sequence[str]] | None = None,
+    punct: bool = True,
+) -> dict:
+    """Unlabelled and labelled attachment scores, per word, pooled over sentences.
+
+    A word counts for UAS if its predicted head equals the gold head, and for LAS if in
+    addition its predicted relation equals the gold relation (exact string match, so
+    subtypes such as ``nmod:poss`` must match too; the CoNLL 2018 shared-task script
+    compares only the part before ``:`` — strip subtypes beforehand to reproduce that).
+
+    Args:
+        gold_heads: per sentence, the gold 1-based head of each word (0 = root).
+        pred_heads: predicted heads, same shape.
+        gold_rels: per sentence, the gold dependency relation of each word.
+        pred_rels: predicted relations, same shape.
+        upos: per sentence, the **gold** UPOS tag of each word; needed when ``punct=False``.
+        punct: score punctuation too (True) or exclude words whose gold UPOS is ``"PUNCT"``
+            (False; the common UD convention, e.g. Dozat & Manning 2017 report UAS/LAS
+            without punctuation).
+
+    Returns:
+        ``{"uas", "las", "n"}``: fractions in [0, 1] and the number of words scored.
+
+    Raises:
+        ValueError: mismatched numbers of sentences or sentence lengths among the inputs,
+            ``punct=False`` without ``upos``, or no word left to score.
+    """
+    _check_parallel(gold_heads, pred_heads, "attachment_scores (heads)")
+    _check_parallel(gold_heads, gold_rels, "attachment_scores (gold_rels vs gold_heads)")
+    _check_parallel(gold_heads, pred_rels, "attachment_scores (pred_rels vs gold_heads)")
+    if not punct:
+        if upos is None:
+            raise ValueError("attachment_scores: punct=False needs upos (gold UPOS tags) to find punctuation")
+        _check_parallel(gold_heads, upos, "attachment_scores (upos vs gold_heads)")
+    n = ua = la = 0
+    for s, (gh, ph, gr, pr) in enumerate(zip(gold_heads, pred_heads, gold_rels, pred_rels)):
+        tags = upos[s] if not punct else None
+        for i in range(len(gh)):
+            if tags is not None and tags[i] == "PUNCT":
+                continue
+            n += 1
+            if int(gh[i]) == int(ph[i]):
+                ua += 1
+                if gr[i] == pr[i]:
+                    la += 1
+    if n == 0:
+        raise ValueError("attachment_scores: no word to score (all words excluded as punctuation)")
+    return {"uas": ua / n, "las": la / n, "n": n}

