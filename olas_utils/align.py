@@ -1,5 +1,6 @@
 """Word alignment across tokenizers: tokenise lists of words with a word id per subword,
-and pool subword-level maps to word level.
+and pool subword-level maps to word level (neutral pooling by default, the Clark et al.
+rule by name: :func:`pool_to_words`).
 
 Every tokenizer cuts words differently (WordPiece, byte-level BPE, SentencePiece), and
 adds its own special tokens (``[CLS]``/``[SEP]``, ``<s>``/``</s>``, ``<bos>``). To compare
@@ -24,10 +25,13 @@ from typing import Sequence
 
 import torch
 
-__all__ = ["TokenizedBatch", "tokenize_words", "pool_to_words", "SPECIAL", "TRUNCATION"]
+__all__ = ["TokenizedBatch", "tokenize_words", "pool_to_words", "SPECIAL", "TRUNCATION", "POOLINGS"]
 
 #: word id of special tokens (BOS, EOS, CLS, SEP, ...).
 SPECIAL = -1
+
+#: word-pooling rules of :func:`pool_to_words` (the first is the default).
+POOLINGS = ("neutral", "clark")
 
 #: values of ``truncation`` (:func:`tokenize_words`, :func:`olas_utils.extract.extract_ola`).
 TRUNCATION = ("error", "warn")
@@ -261,32 +265,72 @@ def tokenize_words(
     return TokenizedBatch(input_ids, mask, word_ids, tokens, [list(s) for s in sentences])
 
 
-def pool_to_words(maps: torch.Tensor, word_ids: torch.Tensor, num_words: int) -> tuple[torch.Tensor, torch.Tensor]:
+def pool_to_words(
+    maps: torch.Tensor,
+    word_ids: torch.Tensor,
+    num_words: int,
+    *,
+    pooling: str = "neutral",
+    reference: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Pool a subword-level attention-like map of one sentence to word level.
 
-    Rule (OLAS word protocol): for each word, **average its subword rows** (a word's
-    attention distribution is the mean of its subwords' distributions) and **sum its
-    subword columns** (attention received by a word is the total received by its
-    subwords). Special-token columns are summed per special token and returned separately;
-    special-token rows are dropped. If the subword rows sum to 1, each word row of
-    ``word_map`` plus its row of ``special`` sums to 1.
+    Two rules (:data:`POOLINGS`):
+
+    ``"clark"``  Clark et al. (2019, *What Does BERT Look At?*, §4.1): for each word,
+                 **average its subword rows** (a word's attention distribution is the mean of
+                 its subwords') and **sum its subword columns** (attention received by a word
+                 is the total received by its subwords). If the subword rows sum to 1, each
+                 word row of ``word_map`` plus its row of ``special`` sums to 1. Use it for
+                 questions about attention *mass*. It is **confounded across tokenizers**: a
+                 word cut into three subwords receives about three times the column mass of
+                 a one-subword word whatever the attention, so word maps encode each
+                 tokenizer's segmentation (uniform attention alone then retrieves the right
+                 chunk across models almost as well as real OLA).
+    ``"neutral"`` (default) the Clark-pooled map divided, entry by entry, by the Clark-pooled
+                 map that uniform attention gives for the same key and sentence
+                 (``reference``, from :func:`olas_utils.uniform.uniform_reference`): the *lift*
+                 of the attention over what a model that attends evenly to every visible token
+                 would give (0 where uniform attention gives 0: a causal map's future). Under
+                 uniform attention every visible entry is exactly 1, for every key (orders,
+                 rollout, layers) and every tokenizer, so the word maps carry no information
+                 about the sentence or its segmentation beyond the word count; whatever
+                 structure a neutral word map shows comes from the model's attention. For
+                 one-token words of an encoder's order-1 map it is ``T ×`` the attention.
+
+    Special-token columns are pooled the same way, per special token, and returned
+    separately; special-token rows are dropped.
 
     Args:
         maps: ``(..., T, T)`` subword-level maps of one sentence (``...`` e.g. orders).
         word_ids: ``(T,)`` word id per token (``-1`` special, ``-2`` padding).
         num_words: W, the sentence's number of words.
+        pooling: ``"neutral"`` or ``"clark"``.
+        reference: ``(T, T)`` (or broadcastable to ``maps``) map of the same key under
+            uniform attention; required for ``"neutral"``, unused by ``"clark"``.
 
     Returns:
         ``(word_map, special)``: ``(..., W, W)`` and ``(..., W, S)`` where S is the number
         of special tokens, in token order.
 
     Raises:
-        ValueError: if a word in ``0..W-1`` has no token.
+        ValueError: if a word in ``0..W-1`` has no token, on an unknown ``pooling``, or if
+            ``"neutral"`` is asked without ``reference`` (or with one of another size).
     """
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     word_ids = word_ids.to(maps.device)
     t = word_ids.shape[0]
     if maps.shape[-1] != t:
         raise ValueError(f"maps have {maps.shape[-1]} tokens but word_ids has {t}")
+    if pooling == "neutral":
+        if reference is None:
+            raise ValueError(
+                "pooling='neutral' divides by the map uniform attention gives for the same key: pass "
+                "reference=olas_utils.uniform.uniform_reference(key, T, causal=..., num_layers=...), or use "
+                "OLAMaps.to_words(), which does it; pooling='clark' needs no reference")
+        if reference.shape[-1] != t or reference.shape[-2] != t:
+            raise ValueError(f"reference is {tuple(reference.shape)}, the maps have {t} tokens")
     is_word = word_ids >= 0
     onehot = torch.zeros((t, num_words), dtype=maps.dtype, device=maps.device)
     onehot[is_word.nonzero(as_tuple=True)[0], word_ids[is_word]] = 1.0
@@ -296,6 +340,16 @@ def pool_to_words(maps: torch.Tensor, word_ids: torch.Tensor, num_words: int) ->
         raise ValueError(f"word {j} has no token in word_ids")
     row_pool = (onehot / counts).transpose(0, 1)  # (W, T): mean over the word's rows
     special_cols = (word_ids == SPECIAL).nonzero(as_tuple=True)[0]
-    word_map = row_pool @ maps @ onehot
-    special = (row_pool @ maps)[..., special_cols]
-    return word_map, special
+    rows = row_pool @ maps
+    word_map = rows @ onehot
+    special = rows[..., special_cols]
+    if pooling == "clark":
+        return word_map, special
+    ref_rows = row_pool @ reference.to(device=maps.device, dtype=maps.dtype)
+    return _lift(word_map, ref_rows @ onehot), _lift(special, ref_rows[..., special_cols])
+
+
+def _lift(pooled: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """``pooled / ref`` where ``ref > 0``, else 0."""
+    ref = ref.expand_as(pooled)
+    return torch.where(ref > 0, pooled / torch.where(ref > 0, ref, torch.ones_like(ref)), torch.zeros_like(pooled))

@@ -18,26 +18,32 @@ Stable names of what can be extracted (keys of :class:`OLAMaps`):
 ==================  =========================================================================
 
 The per-layer mean attention baseline is ``"ola:1"`` (identical by definition).
+
+``attention="uniform"`` replaces every layer's attention by uniform attention
+(:mod:`olas_utils.uniform`) and runs no forward pass: the *tokenizer-only control*, through
+exactly the same tokenisation, batching, recurrence and pooling.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
+import contextlib
 from typing import Iterable, Sequence
 
 import torch
 from tqdm.auto import tqdm
 
-from olas_utils import __version__
-from olas_utils.align import pool_to_words, tokenize_words
+from olas_utils.align import POOLINGS, tokenize_words
 from olas_utils.architecture import check_model, is_causal_model, num_attention_layers
 from olas_utils.capture import AttentionCapture
-from olas_utils.ola import check_orders
+from olas_utils.ola import OrderAccumulator, check_orders
+from olas_utils.maps import OLAMaps
+from olas_utils.uniform import uniform_attention
 
-__all__ = ["OLAMaps", "extract_ola", "max_tokens", "length_buckets", "parse_key"]
+__all__ = ["OLAMaps", "extract_ola", "max_tokens", "length_buckets", "parse_key", "ATTENTIONS"]
+
+#: values of ``extract_ola(attention=...)``: the model's own attention, or uniform attention
+#: (the tokenizer-only control; no forward pass).
+ATTENTIONS = ("model", "uniform")
 
 
 def parse_key(key: str, num_layers: int) -> tuple[str, int | None]:
@@ -107,124 +113,6 @@ def length_buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-@dataclass
-class OLAMaps:
-    """OLA and baselines for a list of sentences from one model (the model is not held).
-
-    Attributes:
-        maps: ``{name: [tensor per sentence]}``, each ``(T_i, T_i)`` at subword level
-            (special tokens included, in token order) or ``(W_i, W_i)`` at word level;
-            float32 on the CPU.
-        special: word level only: ``{name: [(W_i, S_i) tensor]}``, the attention of each
-            word to the sentence's S_i special tokens (excluded from ``maps``).
-        tokens, words, word_ids: per sentence.
-        model_name, num_layers, is_causal, level, capture_path, dtype, library_version:
-            provenance.
-    """
-
-    maps: dict[str, list[torch.Tensor]]
-    tokens: list[list[str]]
-    words: list[list[str]]
-    word_ids: list[torch.Tensor]
-    model_name: str
-    num_layers: int
-    is_causal: bool
-    level: str
-    capture_path: str
-    dtype: str
-    special: dict[str, list[torch.Tensor]] = field(default_factory=dict)
-    library_version: str = __version__
-
-    def __getitem__(self, key: str) -> list[torch.Tensor]:
-        try:
-            return self.maps[key]
-        except KeyError:
-            raise KeyError(f"{key!r} was not extracted; available: {sorted(self.maps)}") from None
-
-    def __len__(self) -> int:
-        return len(self.words)
-
-    def keys(self) -> list[str]:
-        """Names of the extracted maps."""
-        return list(self.maps)
-
-    def labels(self, i: int) -> list[str]:
-        """Axis labels of sentence ``i``: its W_i words at word level, its T_i tokens
-        (special tokens included) at subword level.
-
-        Raises:
-            IndexError: if ``i`` is not a sentence index.
-        """
-        return self.words[i] if self.level == "word" else self.tokens[i]
-
-    def stack(self, i: int, keys: Iterable[str]) -> torch.Tensor:
-        """Channels of sentence ``i`` for the given map names, stacked.
-
-        Returns:
-            ``(C, T_i, T_i)`` float32 tensor (``(C, W_i, W_i)`` at word level), C = number of
-            names, in the given order.
-
-        Raises:
-            KeyError: if a name was not extracted (the message lists those that were).
-        """
-        return torch.stack([self[k][i] for k in keys])
-
-    def to_words(self) -> "OLAMaps":
-        """The same maps pooled to word level (see :func:`~olas_utils.align.pool_to_words`),
-        so one subword-level extraction serves both protocols.
-
-        Returns:
-            A new :class:`OLAMaps` with ``(W_i, W_i)`` maps and ``special`` filled with each
-            word's ``(W_i, S_i)`` attention to the special tokens.
-
-        Raises:
-            ValueError: if the maps are already at word level.
-        """
-        if self.level == "word":
-            raise ValueError("these maps are already at word level")
-        maps: dict[str, list] = {k: [] for k in self.maps}
-        special: dict[str, list] = {k: [] for k in self.maps}
-        for key, per_sentence in self.maps.items():
-            for m, wid, words in zip(per_sentence, self.word_ids, self.words):
-                wm, sp = pool_to_words(m, wid, len(words))
-                maps[key].append(wm)
-                special[key].append(sp)
-        return dataclasses.replace(self, maps=maps, special=special, level="word")
-
-    def save(self, path: str | Path) -> Path:
-        """Write the maps and their provenance to ``path`` (``torch.save`` of plain
-        containers; written to a temporary file, then renamed; folders created).
-
-        Returns:
-            ``path`` as a ``Path``.
-
-        Raises:
-            OSError: if the file cannot be written.
-        """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        torch.save(dataclasses.asdict(self), tmp)
-        os.replace(tmp, path)
-        return path
-
-    @classmethod
-    def load(cls, path: str | Path) -> "OLAMaps":
-        """Read maps written by :meth:`save`.
-
-        Returns:
-            The :class:`OLAMaps` (tensors on the CPU).
-
-        Raises:
-            FileNotFoundError: if ``path`` does not exist.
-            ValueError: if the file is not an OLAS maps file.
-        """
-        data = torch.load(Path(path), weights_only=True)
-        if not isinstance(data, dict) or "maps" not in data or "library_version" not in data:
-            raise ValueError(f"{path} is not an OLAS maps file (written by OLAMaps.save)")
-        return cls(**data)
-
-
 @torch.no_grad()
 def extract_ola(
     model: torch.nn.Module,
@@ -240,6 +128,8 @@ def extract_ola(
     progress: bool = True,
     model_name: str | None = None,
     truncation: str = "error",
+    attention: str = "model",
+    pooling: str = "neutral",
 ) -> OLAMaps:
     """Extract order-k OLA (and rollout and single-layer baselines) for sentences.
 
@@ -271,6 +161,12 @@ def extract_ola(
             tokens removed — the result's ``words`` and maps are those of the cut sentence,
             identical to extracting the cut word list directly (see
             :func:`~olas_utils.align.tokenize_words`).
+        attention: ``"model"`` (default) or ``"uniform"``: every layer's attention replaced
+            by uniform attention over the visible tokens (:mod:`olas_utils.uniform`), no
+            forward pass — the tokenizer-only control (the model still gives the number
+            of layers, causality and maximum length).
+        pooling: word level only: ``"neutral"`` (default) or ``"clark"``
+            (:func:`~olas_utils.align.pool_to_words`).
 
     Returns:
         :class:`OLAMaps` with keys ``"ola:k"`` for each order, ``"rollout"``, ``"layer:i"``;
@@ -296,6 +192,10 @@ def extract_ola(
     """
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
+    if attention not in ATTENTIONS:
+        raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     check_model(model)
     if model.training:
         raise RuntimeError("the model is in training mode (dropout on attention); call model.eval() first")
@@ -317,14 +217,25 @@ def extract_ola(
     word_ids = [batch_all.word_ids[i, : lengths[i]].clone() for i in range(len(lengths))]
 
     buckets = length_buckets(lengths, batch_size)
-    with AttentionCapture(model, max_order=max(wanted), rollout=rollout, keep_layers=layer_idx) as cap:
+    uniform = attention == "uniform"
+    capture = (contextlib.nullcontext() if uniform
+               else AttentionCapture(model, max_order=max(wanted), rollout=rollout, keep_layers=layer_idx))
+    with capture as cap:
         for idx in tqdm(buckets, desc=f"OLA {model_name or getattr(model, 'name_or_path', '')}", disable=not progress, unit="batch"):
             t = max(lengths[i] for i in idx)
             inputs = {
                 "input_ids": batch_all.input_ids[idx, :t].to(dev),
                 "attention_mask": batch_all.attention_mask[idx, :t].to(dev),
             }
-            acc = cap.forward(**inputs)
+            if uniform:
+                # float64, like uniform_reference: neutral pooling then gives exactly 1
+                acc = OrderAccumulator(max_order=max(wanted), keep_layers=layer_idx, rollout=rollout,
+                                       num_layers=n_layers, dtype=torch.float64)
+                u = uniform_attention(inputs["attention_mask"], causal=causal).double()
+                for _ in range(n_layers):
+                    acc.add_layer(u)
+            else:
+                acc = cap.forward(**inputs)
             results = {f"ola:{k}": acc.ola(k) for k in wanted}
             if rollout:
                 results["rollout"] = acc.rollout_map()
@@ -344,7 +255,8 @@ def extract_ola(
         num_layers=n_layers,
         is_causal=causal,
         level="subword",
-        capture_path=cap.path,
+        capture_path="uniform attention (no forward pass)" if uniform else cap.path,
         dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
+        attention=attention,
     )
-    return res.to_words() if level == "word" else res
+    return res.to_words(pooling) if level == "word" else res

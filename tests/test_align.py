@@ -61,7 +61,7 @@ def test_pool_to_words_hand_computed():
     # tokens: [CLS] w0a w0b w1 [SEP]
     word_ids = torch.tensor([-1, 0, 0, 1, -1])
     m = torch.arange(25, dtype=torch.float64).reshape(5, 5)
-    word_map, special = pool_to_words(m, word_ids, 2)
+    word_map, special = pool_to_words(m, word_ids, 2, pooling="clark")
     rows0 = (m[1] + m[2]) / 2
     expected = torch.tensor([[rows0[1] + rows0[2], rows0[3]], [m[3, 1] + m[3, 2], m[3, 3]]])
     torch.testing.assert_close(word_map, expected)
@@ -73,8 +73,8 @@ def test_pool_to_words_keeps_row_mass_and_batches_leading_dims():
     m = torch.rand(3, 6, 6, generator=g, dtype=torch.float64)
     m = m / m.sum(-1, keepdim=True)
     word_ids = torch.tensor([-1, 0, 1, 1, 2, -1])
-    wm, sp = pool_to_words(m, word_ids, 3)
+    wm, sp = pool_to_words(m, word_ids, 3, pooling="clark")
     assert wm.shape == (3, 3, 3) and sp.shape == (3, 3, 2)
     torch.testing.assert_close(wm.sum(-1) + sp.sum(-1), torch.ones(3, 3, dtype=torch.float64))
     with pytest.raises(ValueError, match="word 3"):
-        pool_to_words(m, word_ids, 4)
+        pool_to_words(m, word_ids, 4, pooling="clark")

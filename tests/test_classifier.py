@@ -289,3 +289,21 @@ def test_standardize_per_image_per_channel():
     assert torch.allclose(z[0].mean(dim=(-2, -1)), torch.zeros(2), atol=1e-5)
     assert torch.allclose(z[0].std(dim=(-2, -1), unbiased=False), torch.ones(2), atol=1e-5)
     assert torch.all(z[1, 1] == 0)
+
+
+def test_early_stopping_stops_after_patience_and_keeps_the_best(data):
+    src = {"a": data["a"], "b": data["b"], "c": data["c"]}
+    kw = dict(select_on="c", batch_size=8, seed=0, device="cpu", progress=False)
+    full = train_classifier(src, epochs=8, **kw)
+    early = train_classifier(src, epochs=8, patience=1, **kw)
+    # the same run up to the stop (same seed), stopped one epoch after the last improvement
+    n = len(early.train_loss)
+    assert early.selection_top1 == full.selection_top1[:n]
+    keys = [(t, -ls) for t, ls in zip(full.selection_top1, full.selection_loss)]
+    first_drop = next((e for e in range(1, 8) if max(keys[:e + 1]) == max(keys[:e])), None)
+    assert n == (8 if first_drop is None else first_drop + 1)
+    assert early.chosen_epoch == max(range(1, n + 1), key=lambda e: keys[e - 1])
+    with pytest.raises(ValueError, match="patience"):
+        train_classifier(src, epochs=2, patience=0, **kw)
+    with pytest.raises(ValueError, match="selection set"):
+        train_classifier(src, epochs=2, patience=1, select_on=SELECT_LAST, batch_size=8, device="cpu", progress=False)

@@ -29,11 +29,29 @@ def test_comparison_uses_the_run_numbers_and_judges_controls():
     text = crosslm_report.comparison_markdown(s, None, n_chunks=10)
     assert "Hit@1 80.0 %" in text and "70.0 %–90.0 %" in text and "inside that range" not in text
     assert "below it" in text  # 80 % < the paper's 84 %
-    assert "control, randomly re-initialised weights" in text and "collapses" in text and "does NOT collapse" not in text
+    assert "OLA 80.0 % vs randomly re-initialised weights 15.0 % — beats every control." in text
     f = frame()
     f.loc[f.control == "random", "hit@1"] = 0.85
     text = crosslm_report.comparison_markdown(crosslm.retrieval_summary(f), None, n_chunks=10)
-    assert "does NOT collapse" in text
+    assert "does NOT beat its strongest control" in text
+
+
+def test_verdict_picks_the_strongest_control_and_protocols_side_by_side():
+    f = frame()
+    extra = f[f.control == "random"].copy()
+    extra["control"], extra["hit@1"] = "uniform", [0.6, 0.5]
+    word = f.copy()
+    word["protocol"] = "word"
+    s = crosslm.retrieval_summary(pd.concat([f, extra, word], ignore_index=True))
+    v = crosslm_report.verdict_frame(s)
+    paper = v[v.protocol == "paper"].iloc[0]
+    assert paper["strongest_control"] == "uniform" and paper["control_hit@1"] == pytest.approx(0.55)
+    assert paper["margin"] == pytest.approx(0.25) and paper["beats_controls"]
+    side = crosslm_report.protocol_frame(s)
+    assert list(side.columns) == ["family", "control", "key", "paper", "word"]
+    row = side[(side.control == "none")].iloc[0]
+    assert row["paper"] == pytest.approx(0.8) and row["word"] == pytest.approx(0.8)
+    assert np.isnan(side[side.control == "uniform"].iloc[0]["word"])
 
 
 def test_write_table_and_hit_matrix(tmp_path):

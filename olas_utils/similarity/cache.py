@@ -1,9 +1,13 @@
 """Cached, resumable extraction of OLA images for the cross-model similarity experiments.
 
-:func:`extract_to_cache` runs :func:`olas_utils.extract.extract_ola` over a corpus batch by
-batch, turns every sentence's maps into fixed-size images with the protocol's
-pre-processing (:func:`to_image`), and stores them on disk, memory-mappable, committing
-progress after every batch. A run killed at any point (exception, Ctrl-C, ``SIGKILL``)
+:func:`extract_protocols` runs :func:`olas_utils.extract.extract_ola` over a corpus batch by
+batch — **one forward pass per batch serves every protocol and key** (subword maps for
+``"paper"``/``"released"``, the same maps pooled to words for ``"word"``) — turns every
+sentence's maps into fixed-size images with each protocol's pre-processing
+(:func:`to_image`), and stores them on disk, one cache folder per protocol, memory-mappable,
+committing progress after every batch. :func:`extract_to_cache` is the one-protocol form
+(with a chosen ``cache_root``); :func:`cache_complete` tells whether every cache of a model
+is done without running it. A run killed at any point (exception, Ctrl-C, ``SIGKILL``)
 resumes from its last committed batch and ends with arrays bit-for-bit identical to an
 uninterrupted run (same machine, same software, same thread settings).
 
@@ -21,10 +25,9 @@ Importing this module does no work.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import re
 import time
-from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -35,7 +38,6 @@ from olas_utils.similarity.cache_folder import (
     _LENGTHS,
     _MANIFEST,
     _PROGRESS,
-    FORMAT_VERSION,
     _clear,
     _init,
     _io,
@@ -44,50 +46,129 @@ from olas_utils.similarity.cache_folder import (
     _write_json_atomic,
     key_filename,
 )
-from olas_utils.similarity.images import PREPROCESSING, PROTOCOLS, RESIZE, to_image
-from olas_utils.similarity.manifest import (
-    CacheMismatchError,
-    _canonical,
-    _diff,
-    _sha256_text,
-    _short,
-    _versions,
-    default_cache_root,
-    tokenizer_settings,
-)
-from olas_utils.similarity.shards import shard_root
+from olas_utils.similarity.cache_plan import _check_settings, _keys, _loaded, _Target, _targets, cache_complete
+from olas_utils.similarity.images import PROTOCOLS, to_image
+from olas_utils.similarity.manifest import CacheMismatchError, _diff, _short
 
-__all__ = ["extract_to_cache"]
+__all__ = ["extract_to_cache", "extract_protocols", "cache_complete"]
 
 
-def _keys(orders: Iterable[int], baselines: Iterable[str]) -> tuple[list[int], bool, list[int], list[str]]:
-    """Validate orders and baselines → (orders, rollout, layers, keys)."""
-    orders = [int(k) for k in orders]
-    if len(set(orders)) != len(orders):
-        raise ValueError(f"orders has duplicates: {orders}")
-    rollout, layers = False, []
-    base = list(baselines)
-    if len(set(base)) != len(base):
-        raise ValueError(f"baselines has duplicates: {base}")
-    for b in base:
-        if b == "rollout":
-            rollout = True
-        elif re.fullmatch(r"layer:-?\d+", str(b)):
-            layers.append(int(b.split(":")[1]))
-        else:
-            raise ValueError(f"unknown baseline {b!r}: use 'rollout' or 'layer:I' (OLA orders go in orders=)")
-    keys = [f"ola:{k}" for k in orders] + list(base)
-    if not keys:
-        raise ValueError("nothing to extract: orders and baselines are both empty")
-    return orders, rollout, layers, keys
+def extract_protocols(
+    model_name_or_loaded,
+    chunks: Sequence[Sequence[str]],
+    *,
+    protocols: Sequence[str] = ("paper",),
+    orders: Iterable[int] = (1, 2, 3),
+    baselines: Iterable[str] = ("rollout", "layer:0", "layer:-1"),
+    image_size: int = 50,
+    batch_size: int = 8,
+    seed: int = 0,
+    progress: bool = True,
+    overwrite: bool = False,
+    device: str | torch.device | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
+    shard: tuple[int, int] | None = None,
+    cache_root: str | os.PathLike | None = None,
+) -> dict[str, CachedImages]:
+    """Extract OLA images of a corpus for several protocols into resumable on-disk caches,
+    with **one forward pass per batch for all of them** (or reuse complete caches).
+
+    Batches are fixed by the corpus, tokenizer and ``batch_size`` (chunks bucketed by token
+    length, longest first: :func:`olas_utils.extract.length_buckets`), the same for every
+    protocol. Each batch runs once through :func:`olas_utils.extract.extract_ola` at subword
+    level (or, for a ``attention="uniform"`` control, through uniform attention with no
+    forward pass); ``"paper"`` and ``"released"`` images are made from those maps, ``"word"``
+    images from the same maps pooled to words (:meth:`~olas_utils.extract.OLAMaps.to_words`,
+    neutral pooling). Each protocol has its own folder, manifest and progress: after each
+    batch the rows are flushed and the progress committed atomically; a protocol whose cache
+    is further along simply skips the batches it has. Protocols, pre-processing, files and
+    manifest: :mod:`~olas_utils.similarity.images`, :mod:`~olas_utils.similarity.cache_folder`,
+    :mod:`~olas_utils.similarity.manifest`.
+
+    Args:
+        model_name_or_loaded: a zoo name / folder / Hugging Face id (loaded with
+            :func:`olas_utils.zoo.load_model`) or a :class:`~olas_utils.zoo.LoadedModel`
+            (a control copy from :data:`olas_utils.zoo.controls.CONTROLS` included). A
+            model whose weights were changed must have ``weights_sha256=None`` (then its
+            state dict is hashed).
+        chunks: the corpus, lists of words (e.g. :func:`olas_utils.data.corpus.build_chunks`).
+        protocols: some of ``"released"``, ``"paper"``, ``"word"``.
+        orders: OLA orders, stored as ``"ola:k"``.
+        baselines: ``"rollout"`` and/or ``"layer:i"`` (0-based, -1 = last).
+        image_size: S, images are S × S.
+        batch_size: sentences per forward pass (part of the settings: it fixes the batches,
+            and so the exact float results).
+        seed: the seed the corpus was drawn with (provenance; recorded and compared).
+        progress: show a progress bar.
+        overwrite: delete any existing cache in these folders and rebuild from scratch.
+        device: device for loading a model by name (``load_model(device=...)``).
+        cache_dir: OLAS cache folder; each protocol's cache is
+            ``<cache>/ola/<model>/<protocol>-<settings hash>`` (:func:`default_cache_root`).
+        on_batch: called as ``on_batch(batches_done, n_batches)`` after each committed batch
+            (an exception raised there stops the run; the caches stay resumable).
+        shard: ``(index, count)`` for multi-process extraction: this process computes only
+            the batches ``b`` of the full plan with ``b % count == index`` (the very same
+            batches as a single-process run) into its own shard folders
+            ``<root>.shard-III-of-NNN``; :func:`~olas_utils.similarity.shards.merge_shards`
+            then assembles each cache. ``None`` or ``(0, 1)``: no sharding.
+        cache_root: one protocol only: its folder instead of the default.
+
+    Returns:
+        ``{protocol: CachedImages}`` of the complete caches.
+
+    Raises:
+        CacheMismatchError: a folder holds a cache made with other settings (the message
+            names each differing field, both values, and the fixes: another folder or
+            ``overwrite=True``).
+        CacheBusyError: another process is writing one of the folders.
+        FileExistsError: a folder holds files that are not an OLAS cache.
+        ValueError: unknown or duplicate protocols, an unknown baseline, bad sizes, an empty
+            corpus, ``cache_root`` with several protocols, or a chunk too long for the model.
+        OSError: (same type and errno) on a failed write — permission, disk full — naming
+            the path.
+    """
+    protocols = list(protocols)
+    if cache_root is not None and len(protocols) != 1:
+        raise ValueError("cache_root names one folder: give exactly one protocol with it (or use cache_dir)")
+    chunks = _check_settings(image_size, batch_size, chunks)
+    orders, rollout, layers, keys = _keys(orders, baselines)
+    lm = _loaded(model_name_or_loaded, device)
+    targets = _targets(lm, chunks, protocols, orders=orders, layers=layers, keys=keys, image_size=image_size,
+                       batch_size=batch_size, seed=seed, cache_dir=cache_dir, cache_root=cache_root, shard=shard)
+    with contextlib.ExitStack() as stack:
+        states = {}
+        for t in targets:
+            with _io(t.root, "create the cache folder"):
+                t.root.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(_locked(t.root))
+            states[t.protocol] = _open(t, keys, image_size, overwrite)
+        todo = [t for t in targets if int(states[t.protocol]["batches_done"]) < len(t.plan)]
+        if todo:
+            _run(todo, states, lm, chunks, keys=keys, orders=orders, rollout=rollout, layers=layers,
+                 image_size=image_size, progress=progress, on_batch=on_batch)
+    return {t.protocol: CachedImages(t.root) for t in targets}
 
 
-def _plan(tokenizer, model, chunks: Sequence[Sequence[str]], batch_size: int) -> list[list[int]]:
-    from olas_utils.align import tokenize_words
-    from olas_utils.extract import length_buckets, max_tokens
-
-    lengths = tokenize_words(tokenizer, chunks, max_length=max_tokens(model, tokenizer)).lengths
-    return length_buckets(lengths, batch_size)
+def _open(t: _Target, keys, image_size, overwrite) -> dict:
+    """Check an existing cache's settings (or create it) and return its progress."""
+    root, manifest = t.root, t.manifest
+    mpath = root / _MANIFEST
+    if mpath.is_file():
+        stored = _read_json(mpath)
+        diff = _diff(stored, manifest)
+        if diff and not overwrite:
+            lines = "\n".join(f"  {k}: cache has {_short(a)}, asked for {_short(b)}" for k, (a, b) in diff.items())
+            raise CacheMismatchError(
+                f"the OLAS image cache {root} was made with different settings ({', '.join(diff)}):\n{lines}\n"
+                f"It is never reused silently. Use another cache_root (or leave cache_root=None for a "
+                f"folder per settings), or pass overwrite=True to delete it and rebuild.",
+                path=root, fields=diff)
+        if overwrite:
+            _clear(root, stored.get("keys"))
+    if not mpath.is_file():
+        _init(root, manifest, t.plan, keys, image_size)
+    return _read_json(root / _PROGRESS)
 
 
 def extract_to_cache(
@@ -108,202 +189,97 @@ def extract_to_cache(
     on_batch: Callable[[int, int], None] | None = None,
     shard: tuple[int, int] | None = None,
 ) -> CachedImages:
-    """Extract OLA images of a corpus into a resumable on-disk cache (or reuse it).
-
-    Batches are fixed by the corpus, tokenizer and ``batch_size`` (chunks bucketed by token
-    length, longest first: :func:`olas_utils.extract.length_buckets`) and run one forward
-    pass each through :func:`olas_utils.extract.extract_ola`; each sentence's maps become
-    images with :func:`to_image`. After each batch the rows are flushed and the progress is
-    committed atomically; calling again with the same settings resumes after the last
-    committed batch (or returns at once if complete). The protocols and pre-processing
-    are described in :mod:`~olas_utils.similarity.images`, the files in
-    :mod:`~olas_utils.similarity.cache_folder` and the manifest in
-    :mod:`~olas_utils.similarity.manifest`.
+    """Extract OLA images of a corpus for one protocol into a resumable on-disk cache (or
+    reuse it): :func:`extract_protocols` with ``protocols=[protocol]`` and an optional
+    ``cache_root`` (default ``<cache>/ola/<model>/<protocol>-<settings hash>``). Several
+    protocols of one model should be extracted together with :func:`extract_protocols`
+    (one forward pass for all).
 
     Args:
-        model_name_or_loaded: a zoo name / folder / Hugging Face id (loaded with
-            :func:`olas_utils.zoo.load_model`) or a :class:`~olas_utils.zoo.LoadedModel`. A
-            model whose weights were changed must have ``weights_sha256=None`` (then its
-            state dict is hashed).
-        chunks: the corpus, lists of words (e.g. :func:`olas_utils.data.corpus.build_chunks`).
-        cache_root: the cache folder; default
-            ``<cache>/ola/<model>/<protocol>-<settings hash>`` (:func:`default_cache_root`).
-        orders: OLA orders, stored as ``"ola:k"``.
-        baselines: ``"rollout"`` and/or ``"layer:i"`` (0-based, -1 = last).
-        protocol: ``"paper"`` (subword level) or ``"word"`` (word level).
-        image_size: S, images are S × S.
-        batch_size: sentences per forward pass (part of the settings: it fixes the batches,
-            and so the exact float results).
-        seed: the seed the corpus was drawn with (provenance; recorded and compared).
-        progress: show a progress bar.
-        overwrite: delete any existing cache at ``cache_root`` (other settings, or the same
-            settings finished or not) and rebuild it from scratch.
-        device: device for loading a model by name (``load_model(device=...)``).
-        cache_dir: OLAS cache folder for the default ``cache_root``.
-        on_batch: called as ``on_batch(batches_done, n_batches)`` after each committed batch
-            (an exception raised there stops the run; the cache stays resumable).
-        shard: ``(index, count)`` for multi-process extraction: this process computes only
-            the batches ``b`` of the full plan with ``b % count == index`` (the very same
-            batches as a single-process run) into its own shard folder
-            ``<cache_root>.shard-III-of-NNN``; :func:`~olas_utils.similarity.shards.merge_shards` then assembles the cache.
-            ``None`` or ``(0, 1)``: no sharding.
+        protocol: ``"released"``, ``"paper"`` (subword level) or ``"word"`` (word level).
+        Others: see :func:`extract_protocols`.
 
     Returns:
         :class:`CachedImages` of the complete cache.
 
     Raises:
-        CacheMismatchError: ``cache_root`` holds a cache made with other settings (the
-            message names each differing field, both values, and the fixes: another
-            ``cache_root`` or ``overwrite=True``).
-        CacheBusyError: another process is writing the same folder.
-        FileExistsError: ``cache_root`` holds files that are not an OLAS cache.
-        ValueError: unknown protocol or baseline, bad sizes, an empty corpus, or a chunk too
-            long for the model (from tokenisation).
-        OSError: (same type and errno) on a failed write — permission, disk full — naming
-            the path.
+        As :func:`extract_protocols`.
     """
-    from olas_utils.data.corpus import corpus_hash
-
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
-    if not isinstance(image_size, int) or image_size < 1:
-        raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    chunks = [list(c) for c in chunks]
-    if not chunks:
-        raise ValueError("the corpus is empty")
-    orders, rollout, layers, keys = _keys(orders, baselines)
-    level = PROTOCOLS[protocol]
-
-    if isinstance(model_name_or_loaded, (str, os.PathLike)):
-        from olas_utils.zoo import load_model
-
-        lm = load_model(model_name_or_loaded, device=device)
-    else:
-        lm = model_name_or_loaded
-    model, tokenizer = lm.model, lm.tokenizer
-    if model.training:
-        raise RuntimeError("the model is in training mode (dropout on attention); call model.eval() first")
-    from olas_utils.architecture import num_attention_layers
-    from olas_utils.extract import parse_key
-    from olas_utils.ola import check_orders
-    from olas_utils.zoo import weights_fingerprint
-
-    n_layers = num_attention_layers(model)
-    check_orders(orders, n_layers)
-    for i in layers:
-        parse_key(f"layer:{i}", n_layers)
-
-    plan = _plan(tokenizer, model, chunks, batch_size)
-    manifest = {
-        "format": FORMAT_VERSION,
-        "model": str(lm.name),
-        "weights_sha256": weights_fingerprint(lm),
-        "is_causal": bool(lm.is_causal),
-        "num_layers": int(n_layers),
-        "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
-        "orders": orders,
-        "keys": keys,
-        "protocol": protocol,
-        "level": level,
-        "preprocessing": PREPROCESSING,
-        "resize": RESIZE,
-        "image_size": image_size,
-        "dtype": "float32",
-        "n_chunks": len(chunks),
-        "corpus_sha256": corpus_hash(chunks),
-        "seed": int(seed),
-        "batch_size": batch_size,
-        "plan_sha256": _sha256_text(_canonical(plan)),
-        "tokenizer": tokenizer_settings(tokenizer),
-        "versions": _versions(),
-    }
-    root = Path(cache_root).expanduser() if cache_root is not None else default_cache_root(manifest, cache_dir)
-    if shard is not None and shard[1] > 1:
-        index, count = shard
-        if not 0 <= index < count:
-            raise ValueError(f"shard index {index} is outside 0..{count - 1}")
-        root = shard_root(root, index, count)
-        manifest["shard"] = [index, count]
-        plan = [batch for b, batch in enumerate(plan) if b % count == index]
-    with _io(root, "create the cache folder"):
-        root.mkdir(parents=True, exist_ok=True)
-
-    with _locked(root):
-        mpath = root / _MANIFEST
-        if mpath.is_file():
-            stored = _read_json(mpath)
-            diff = _diff(stored, manifest)
-            if diff and not overwrite:
-                lines = "\n".join(f"  {k}: cache has {_short(a)}, asked for {_short(b)}" for k, (a, b) in diff.items())
-                raise CacheMismatchError(
-                    f"the OLAS image cache {root} was made with different settings ({', '.join(diff)}):\n{lines}\n"
-                    f"It is never reused silently. Use another cache_root (or leave cache_root=None for a "
-                    f"folder per settings), or pass overwrite=True to delete it and rebuild.",
-                    path=root, fields=diff)
-            if overwrite:
-                _clear(root, stored.get("keys"))
-        if not mpath.is_file():
-            _init(root, manifest, plan, keys, image_size)
-
-        state = _read_json(root / _PROGRESS)
-        done = int(state["batches_done"])
-        if done < len(plan):
-            _run(root, lm, chunks, plan, state, keys=keys, orders=orders, rollout=rollout, layers=layers,
-                 level=level, image_size=image_size, progress=progress, on_batch=on_batch)
-    return CachedImages(root)
+    return extract_protocols(model_name_or_loaded, chunks, protocols=[protocol], orders=orders, baselines=baselines,
+                             image_size=image_size, batch_size=batch_size, seed=seed, progress=progress,
+                             overwrite=overwrite, device=device, cache_dir=cache_dir, on_batch=on_batch, shard=shard,
+                             cache_root=cache_root)[protocol]
 
 
-def _run(root: Path, lm, chunks, plan, state, *, keys, orders, rollout, layers, level, image_size,
+def _run(targets: list[_Target], states: dict, lm, chunks, *, keys, orders, rollout, layers, image_size,
          progress, on_batch) -> None:
     from tqdm.auto import tqdm
 
     from olas_utils.extract import extract_ola
 
+    plan = targets[0].plan  # the same batches for every protocol
     n_batches = len(plan)
-    done = int(state["batches_done"])
-    mms = {}
-    for key in keys:
-        path = root / key_filename(key)
-        with _io(path, "open"):
-            mms[key] = np.lib.format.open_memmap(path, mode="r+")
-    with _io(root / _LENGTHS, "open"):
-        lengths = np.lib.format.open_memmap(root / _LENGTHS, mode="r+")
+    done = {t.protocol: int(states[t.protocol]["batches_done"]) for t in targets}
+    start = min(done.values())
+    mms: dict[str, dict] = {}
+    lengths = {}
     dev = str(next(lm.model.parameters()).device)
-    devices = list(state.get("devices", []))
-    if dev not in devices:
-        devices.append(dev)
-    chunks_done = int(state.get("chunks_done", 0))
+    attention = getattr(lm, "attention", "model")
     try:
-        bar = tqdm(total=n_batches, initial=done, desc=f"OLA images {lm.name} ({level})", unit="batch",
+        for t in targets:
+            mms[t.protocol] = {}
+            for key in keys:
+                path = t.root / key_filename(key)
+                with _io(path, "open"):
+                    mms[t.protocol][key] = np.lib.format.open_memmap(path, mode="r+")
+            with _io(t.root / _LENGTHS, "open"):
+                lengths[t.protocol] = np.lib.format.open_memmap(t.root / _LENGTHS, mode="r+")
+        names = "+".join(t.protocol for t in targets)
+        bar = tqdm(total=n_batches, initial=start, desc=f"OLA images {lm.name} ({names})", unit="batch",
                    disable=not progress)
         with bar:
-            for b in range(done, n_batches):
+            for b in range(start, n_batches):
                 idx = plan[b]
                 res = extract_ola(lm.model, lm.tokenizer, [chunks[i] for i in idx], orders=orders, rollout=rollout,
-                                  layers=layers, level=level, batch_size=len(idx), progress=False,
-                                  model_name=str(lm.name))
-                for key in keys:
-                    mm = mms[key]
-                    for j, i in enumerate(idx):
-                        mm[i] = to_image(res[key][j], causal=res.is_causal, image_size=image_size).numpy()
-                for j, i in enumerate(idx):
-                    lengths[i] = res[keys[0]][j].shape[-1]
-                for key, mm in mms.items():
-                    with _io(root / key_filename(key), "write"):
-                        mm.flush()
-                with _io(root / _LENGTHS, "write"):
-                    lengths.flush()
-                chunks_done += len(idx)
-                _write_json_atomic(root / _PROGRESS, {
-                    "batches_done": b + 1, "n_batches": n_batches, "chunks_done": chunks_done,
-                    "complete": b + 1 == n_batches, "devices": devices, "updated": time.time()})
+                                  layers=layers, level="subword", batch_size=len(idx), progress=False,
+                                  model_name=str(lm.name), attention=attention)
+                words = None
+                for t in targets:
+                    if b < done[t.protocol]:
+                        continue
+                    if PROTOCOLS[t.protocol] == "word":
+                        words = words if words is not None else res.to_words()
+                        maps = words
+                    else:
+                        maps = res
+                    _commit(t, b, idx, maps, mms[t.protocol], lengths[t.protocol], keys, image_size, states, dev)
                 bar.update(1)
                 if on_batch is not None:
                     on_batch(b + 1, n_batches)
     finally:
-        for mm in mms.values():
-            del mm
         mms.clear()
-        del lengths
+        lengths.clear()
+
+
+def _commit(t: _Target, b, idx, maps, mms, lengths, keys, image_size, states, dev) -> None:
+    """Write one batch's images into a protocol's cache and commit its progress."""
+    for key in keys:
+        mm = mms[key]
+        for j, i in enumerate(idx):
+            mm[i] = to_image(maps[key][j], causal=maps.is_causal, image_size=image_size, protocol=t.protocol).numpy()
+    for j, i in enumerate(idx):
+        lengths[i] = maps[keys[0]][j].shape[-1]
+    for key, mm in mms.items():
+        with _io(t.root / key_filename(key), "write"):
+            mm.flush()
+    with _io(t.root / _LENGTHS, "write"):
+        lengths.flush()
+    state = states[t.protocol]
+    devices = list(state.get("devices", []))
+    if dev not in devices:
+        devices.append(dev)
+    state.update({"batches_done": b + 1, "n_batches": len(t.plan), "devices": devices, "updated": time.time(),
+                  "chunks_done": int(state.get("chunks_done", 0)) + len(idx), "complete": b + 1 == len(t.plan)})
+    _write_json_atomic(t.root / _PROGRESS, state)

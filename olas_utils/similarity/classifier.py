@@ -128,11 +128,15 @@ def _fit(x, y, *, epochs, n_classes, in_channels, stem, batch_size, lr, momentum
             count += idx.numel()
         train_loss = total / count
         postfix = {"loss": f"{train_loss:.3f}"}
+        stop = False
         if on_epoch is not None:
             extra = on_epoch(epoch, net, train_loss)
             if extra:
+                stop = bool(extra.pop("stop", False))
                 postfix.update(extra)
         bar.set_postfix(postfix)
+        if stop:
+            break
     return net
 
 
@@ -156,6 +160,7 @@ def train_classifier(
     stem: str = "imagenet",
     refit: bool = False,
     monitor: Mapping[str, Any] | None = None,
+    patience: int | None = None,
 ) -> ClassifierResult:
     """Train the chunk classifier on SOURCE models' OLA images, selecting the epoch without
     ever looking at the target (see the module doc, "Model selection").
@@ -181,6 +186,9 @@ def train_classifier(
         monitor: optional name → images (e.g. the target model) whose top-1 accuracy is
             recorded per epoch in ``monitor_top1``. Monitoring never influences training or
             selection; it costs one evaluation per epoch.
+        patience: early stopping: stop once the selection set's accuracy has not improved
+            for this many epochs (``epochs`` is then the maximum); None trains all
+            ``epochs``. Needs a selection set (not :data:`SELECT_LAST`).
 
     Returns:
         A :class:`ClassifierResult` holding the selected weights.
@@ -198,6 +206,8 @@ def train_classifier(
         raise ValueError(f"epochs must be >= 1, got {epochs}")
     if batch_size < 2:
         raise ValueError(f"batch_size must be >= 2 (BatchNorm), got {batch_size}")
+    if patience is not None and (not isinstance(patience, int) or patience < 1):
+        raise ValueError(f"patience must be a positive number of epochs or None, got {patience!r}")
     data = {str(k): as_images(v, name=f"train_images[{k!r}]") for k, v in train_images.items()}
     shapes = {k: tuple(v.shape) for k, v in data.items()}
     if len(set(shapes.values())) != 1:
@@ -238,6 +248,8 @@ def train_classifier(
         raise ValueError(f"select_on={select_on!r} is neither a source model ({names}) nor "
                          f"{SELECT_AUGMENTED!r} / {SELECT_LAST!r}; selection never uses the target")
 
+    if patience is not None and sel_x is None:
+        raise ValueError("patience (early stopping) needs a selection set; select_on=SELECT_LAST has none")
     dev = resolve_device(device)
     common = dict(n_classes=n, in_channels=c, stem=stem, batch_size=batch_size, lr=lr, momentum=momentum,
                   weight_decay=weight_decay, seed=seed, device=dev, aug=augmentation, progress=progress)
@@ -261,6 +273,8 @@ def train_classifier(
             if best["key"] is None or key > best["key"]:
                 best.update(key=key, epoch=epoch, state=_state(net))
             post["sel_top1"] = f"{t1:.3f}"
+            if patience is not None and epoch - best["epoch"] >= patience:
+                post["stop"] = True
         for k, v in mon.items():
             mon_top1[k].append(_accuracy(_logits(net, v, dev), labels)[0])
         return post

@@ -4,16 +4,27 @@
 :data:`PREPROCESSING` describe it and are recorded in each cache's manifest (a changed
 character invalidates every existing cache).
 
-Protocols (images are ``image_size × image_size`` float32):
+Protocols (images are ``image_size × image_size`` float32), all made from **one** forward
+pass per model (:func:`~olas_utils.similarity.cache.extract_protocols`):
 
-``"paper"``  the released code's protocol: subword level, each model's own special tokens
-             kept (``level="subword"``).
-``"word"``   OLAS protocol: word-level maps (``level="word"``: subword rows averaged,
-             columns summed, special tokens dropped), so every model has the same W × W
-             grid; with 50-word chunks and ``image_size=50`` no resize happens at all.
+``"released"`` the authors' released retrieval/classifier pre-processing, reproduced so our
+             numbers can be set beside the paper's (``../shared/paper.md`` §5): subword level
+             with each model's special tokens; the causal flag is never passed, so causal
+             maps are treated as bidirectional — outlier statistics over the *whole* row
+             (the empty upper triangle included), no symmetrisation; torchvision ``Resize``
+             (bilinear, antialias) to S × S; retrieval ties won by the first index
+             (:data:`TIES`).
+``"paper"``  the paper's method as the paper states it: subword level, each model's own
+             special tokens kept (``level="subword"``), causal maps handled as causal
+             (steps 1–3 below).
+``"word"``   OLAS protocol: word-level maps (``level="word"``, neutral pooling: each key's
+             map divided by its value under uniform attention, special tokens dropped, see
+             :func:`olas_utils.align.pool_to_words`), so every model has the same W × W grid
+             and tokenisation alone leaves no trace; with 50-word chunks and
+             ``image_size=50`` no resize happens at all.
 
-Pre-processing, the same for every key (OLA orders, rollout, single layers), from
-``../shared/paper.md`` §1–2 via :func:`olas_utils.sinks.preprocess`:
+Pre-processing of ``"paper"`` and ``"word"``, the same for every key (OLA orders, rollout,
+single layers), from ``../shared/paper.md`` §1–2 via :func:`olas_utils.sinks.preprocess`:
 
 1. outliers (attention sinks) zeroed: per row, over the valid positions (lower triangle
    for causal models), entries above mean + 3σ plus the row's argmax
@@ -31,40 +42,58 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["PROTOCOLS", "RESIZE", "PREPROCESSING", "to_image"]
+__all__ = ["PROTOCOLS", "TIES", "RESIZE", "PREPROCESSING", "to_image"]
 
 
 #: Protocol name → extraction level.
-PROTOCOLS: dict[str, str] = {"paper": "subword", "word": "word"}
+PROTOCOLS: dict[str, str] = {"released": "subword", "paper": "subword", "word": "word"}
 
 
-#: How maps are resized (recorded in the manifest).
-RESIZE = "torch.nn.functional.interpolate(mode='bilinear', align_corners=False, antialias=True); none if already SxS"
+#: Protocol name → retrieval tie rule (:func:`olas_utils.similarity.retrieval.true_match_ranks`).
+TIES: dict[str, str] = {"released": "first", "paper": "pessimistic", "word": "pessimistic"}
 
 
-#: The pre-processing (recorded in the manifest).
-PREPROCESSING = ("olas_utils.sinks.preprocess: outliers (mean+3sd over valid, lower triangle if causal, "
-                 "plus row argmax) zeroed; rows renormalised to 1; causal: lower triangle mirrored")
+#: How maps are resized, per protocol (recorded in the manifest).
+RESIZE: dict[str, str] = {
+    "released": "torchvision.transforms.v2.functional.resize(BILINEAR, antialias=True) to SxS, always",
+    "paper": "torch.nn.functional.interpolate(mode='bilinear', align_corners=False, antialias=True); none if already SxS",
+    "word": "torch.nn.functional.interpolate(mode='bilinear', align_corners=False, antialias=True); none if already SxS",
+}
 
 
-def to_image(m: torch.Tensor, *, causal: bool, image_size: int = 50) -> torch.Tensor:
+_OURS = ("olas_utils.sinks.preprocess: outliers (mean+3sd over valid, lower triangle if causal, "
+         "plus row argmax) zeroed; rows renormalised to 1; causal: lower triangle mirrored")
+
+#: The pre-processing, per protocol (recorded in the manifest).
+PREPROCESSING: dict[str, str] = {
+    "released": ("released code: every map treated as bidirectional: outliers (mean+3sd over the whole row, "
+                 "plus row argmax) zeroed; rows renormalised to 1; no symmetrisation"),
+    "paper": _OURS,
+    "word": "word maps pooled with the 'neutral' rule (lift over uniform attention); then " + _OURS,
+}
+
+
+def to_image(m: torch.Tensor, *, causal: bool, image_size: int = 50, protocol: str = "paper") -> torch.Tensor:
     """One sentence's map as a pre-processed ``image_size × image_size`` image.
 
-    Outliers zeroed, rows renormalised, causal maps symmetrised
+    ``"paper"``/``"word"``: outliers zeroed, rows renormalised, causal maps symmetrised
     (:func:`olas_utils.sinks.preprocess` with ``remove_sinks=True``), then resized with
     bilinear interpolation, ``align_corners=False``, ``antialias=True`` (no resize if the
-    map is already ``image_size`` wide).
+    map is already ``image_size`` wide). ``"released"``: the same with ``causal`` ignored
+    (outlier statistics over the whole row, no symmetrisation), resized with torchvision.
 
     Args:
-        m: ``(T, T)`` map (any float dtype).
+        m: ``(T, T)`` map (any float dtype): subword level for ``"paper"``/``"released"``,
+            word level (already pooled) for ``"word"``.
         causal: the model is causal.
         image_size: S.
+        protocol: a key of :data:`PROTOCOLS`.
 
     Returns:
         ``(S, S)`` float32 tensor on the CPU.
 
     Raises:
-        ValueError: if ``m`` is not square 2-D or ``image_size < 1``.
+        ValueError: if ``m`` is not square 2-D, ``image_size < 1`` or the protocol is unknown.
     """
     from olas_utils.sinks import preprocess
 
@@ -72,9 +101,17 @@ def to_image(m: torch.Tensor, *, causal: bool, image_size: int = 50) -> torch.Te
         raise ValueError(f"expected a square (T, T) map, got {tuple(m.shape)}")
     if image_size < 1:
         raise ValueError(f"image_size must be >= 1, got {image_size}")
-    x = preprocess(m.detach().float().cpu().unsqueeze(0), causal=causal, remove_sinks=True,
-                   keep_raw=False, renormalize=True, symmetrize=True)
-    if x.shape[-1] != image_size:
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
+    released = protocol == "released"
+    x = preprocess(m.detach().float().cpu().unsqueeze(0), causal=causal and not released, remove_sinks=True,
+                   keep_raw=False, renormalize=True, symmetrize=not released)
+    if released:
+        from torchvision.transforms.v2 import InterpolationMode
+        from torchvision.transforms.v2.functional import resize
+
+        x = resize(x, [image_size, image_size], interpolation=InterpolationMode.BILINEAR, antialias=True)
+    elif x.shape[-1] != image_size:
         x = torch.nn.functional.interpolate(x.unsqueeze(0), size=(image_size, image_size), mode="bilinear",
                                             align_corners=False, antialias=True)[0]
     return x[0].contiguous()

@@ -52,18 +52,24 @@ def pearson_matrix(queries: ArrayLike, keys: ArrayLike, *, dtype: torch.dtype = 
     return (a @ b.t()).clamp_(-1.0, 1.0)
 
 
+#: tie rules of :func:`true_match_ranks`.
+TIES = ("pessimistic", "optimistic", "first")
+
+
 def true_match_ranks(sim: ArrayLike, *, ties: str = "pessimistic") -> np.ndarray:
     """0-based rank of each query's own key (key ``i`` for query ``i``) in its row.
 
     Tie rule: with ``ties="pessimistic"`` (default) every other key scoring *at least* as
     high as the true key ranks above it (``rank_i = #{j ≠ i : s_ij ≥ s_ii}``), so a tie
     always counts against the model — a constant row scores no hit. With
-    ``"optimistic"``, only strictly higher keys count (``#{j : s_ij > s_ii}``). NaN
-    similarities count as −∞ (a NaN true score is beaten or tied by every key).
+    ``"optimistic"``, only strictly higher keys count (``#{j : s_ij > s_ii}``). With
+    ``"first"``, the first index wins a tie, like ``argmax`` (what the authors' released
+    script does, ``../shared/paper.md`` §5): ``#{j : s_ij > s_ii} + #{j < i : s_ij = s_ii}``.
+    NaN similarities count as −∞ (a NaN true score is beaten or tied by every key).
 
     Args:
         sim: ``(Nq, Nk)`` similarities, ``Nq ≤ Nk``; higher = more similar.
-        ties: ``"pessimistic"`` or ``"optimistic"``.
+        ties: ``"pessimistic"``, ``"optimistic"`` or ``"first"``.
 
     Returns:
         ``(Nq,)`` int64 array of ranks in ``0..Nk-1``.
@@ -74,13 +80,16 @@ def true_match_ranks(sim: ArrayLike, *, ties: str = "pessimistic") -> np.ndarray
     s = sim.detach().cpu().double().numpy() if isinstance(sim, torch.Tensor) else np.asarray(sim, dtype=np.float64)
     if s.ndim != 2 or s.shape[0] > s.shape[1]:
         raise ValueError(f"sim must be (Nq, Nk) with Nq <= Nk (query i matches key i), got {s.shape}")
-    if ties not in ("pessimistic", "optimistic"):
-        raise ValueError(f"ties must be 'pessimistic' or 'optimistic', got {ties!r}")
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
     s = np.where(np.isnan(s), -np.inf, s)
     n = s.shape[0]
     true = s[np.arange(n), np.arange(n)][:, None]
     if ties == "optimistic":
         return (s > true).sum(1).astype(np.int64)
+    if ties == "first":
+        earlier = np.arange(s.shape[1])[None, :] < np.arange(n)[:, None]
+        return ((s > true).sum(1) + ((s == true) & earlier).sum(1)).astype(np.int64)
     return ((s >= true).sum(1) - 1).astype(np.int64)  # minus the true key itself
 
 

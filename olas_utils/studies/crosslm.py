@@ -20,24 +20,29 @@ import pandas as pd
 __all__ = ["PROFILES", "ImageSet", "extract_images", "retrieval_frame", "retrieval_summary", "classifier_frame"]
 
 
-#: Notebook 02 sizes per profile (``models=None``: the default zoo).
+#: Notebook 02 sizes per profile (``models=None``: the default zoo). Every control runs on
+#: every protocol; the uniform control costs no forward pass, and each model (and control
+#: copy) runs once for all protocols. Retrieval of the controls uses SSIM only (the paper's
+#: metric); the trained models also get Pearson.
 PROFILES: dict[str, dict] = {
     "smoke": {
         "models": ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"], "n_chunks": 12, "orders": [1, 2],
-        "baselines": ["rollout"], "protocols": ["word"], "controls": ["random"], "control_protocols": ["word"],
-        "classifier_keys": ["ola:1"], "classifier_epochs": 1, "classifier_targets": "last",
-        "classifier_refit": False, "batch_size": 4,
+        "baselines": ["rollout"], "protocols": ["released", "paper", "word"], "controls": ["uniform", "random"],
+        "classifier_keys": ["ola:1"], "classifier_epochs": 2, "classifier_patience": 1,
+        "classifier_controls": ["uniform"], "classifier_protocol": "paper", "classifier_targets": "last", "classifier_refit": False, "batch_size": 4,
     },
     "quick": {
         "models": None, "n_chunks": 200, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
-        "protocols": ["paper", "word"], "controls": ["random", "shuffled"], "control_protocols": ["paper"],
-        "classifier_keys": ["ola:1", "rollout"], "classifier_epochs": 5, "classifier_targets": "last",
-        "classifier_refit": False, "batch_size": 8,
+        "protocols": ["released", "paper", "word"], "controls": ["uniform", "random", "shuffled"],
+        "classifier_keys": ["ola:1"], "classifier_epochs": 12, "classifier_patience": 3,
+        "classifier_controls": ["uniform", "random"], "classifier_protocol": "paper", "classifier_targets": "last", "classifier_refit": False,
+        "batch_size": 8,
     },
     "paper": {
         "models": None, "n_chunks": 1000, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
-        "protocols": ["paper", "word"], "controls": ["random", "shuffled"], "control_protocols": ["paper", "word"],
-        "classifier_keys": ["ola:1", "ola:2", "ola:3", "rollout", "layer:0", "layer:-1"], "classifier_epochs": 30,
+        "protocols": ["released", "paper", "word"], "controls": ["uniform", "random", "shuffled"],
+        "classifier_keys": ["ola:1", "ola:2", "ola:3", "rollout", "layer:0", "layer:-1"], "classifier_epochs": 60,
+        "classifier_patience": 8, "classifier_controls": ["uniform", "random", "shuffled"], "classifier_protocol": "paper",
         "classifier_targets": "all", "classifier_refit": True, "batch_size": 16,
     },
 }
@@ -49,14 +54,17 @@ class ImageSet:
 
     Attributes:
         caches: ``{(control, protocol): {model: CachedImages}}``; control is ``"none"``
-            (the trained model), ``"random"`` or ``"shuffled"``.
+            (the trained model), ``"uniform"`` (tokenizer-only), ``"random"`` or ``"shuffled"``.
         families: ``{model: "encoder" | "causal"}``.
         keys: the map keys stored.
+        built: ``(model, control)`` of every control copy that had to be built (its caches
+            were incomplete); a complete cache is read without building the copy.
     """
 
     caches: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)
     families: dict[str, str] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
+    built: list[tuple[str, str]] = field(default_factory=list)
 
     def images(self, control: str, protocol: str, key: str, models: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """``{model: (n, S, S) array}`` for one control, protocol and key."""
@@ -76,55 +84,63 @@ def extract_images(
     baselines: Sequence[str],
     protocols: Sequence[str],
     controls: Sequence[str] = (),
-    control_protocols: Sequence[str] | None = None,
     batch_size: int = 8,
     seed: int = 0,
     device=None,
     progress: bool = True,
+    cache_dir=None,
 ) -> ImageSet:
     """Extract (or reuse from the cache) OLA images of every model, protocol and control.
 
-    Each model is loaded once; its controls are built from it with
-    :func:`olas_utils.zoo.controls.random_weights_copy` and
-    :func:`olas_utils.zoo.controls.shuffled_layers_copy` (fixed ``seed``). Caches are resumable
-    and settings-checked (:func:`olas_utils.similarity.cache.extract_to_cache`).
+    Each model is loaded once and runs **one forward pass per batch for all protocols and
+    keys** (:func:`olas_utils.similarity.cache.extract_protocols`); so does each control copy
+    (:data:`olas_utils.zoo.controls.CONTROLS`: ``"uniform"`` runs no forward pass at all,
+    ``"random"`` and ``"shuffled"`` are built with the fixed ``seed``). A control copy is
+    built only when its caches are incomplete (:func:`~olas_utils.similarity.cache.cache_complete`
+    on its :func:`~olas_utils.zoo.controls.control_identity`). Caches are resumable and
+    settings-checked.
 
     Args:
         models: zoo names / folders / Hugging Face ids.
         chunks: the corpus (:func:`olas_utils.data.corpus.build_chunks`).
         orders, baselines: what to store (``"ola:k"`` per order, plus e.g. ``"rollout"``).
-        protocols: ``"paper"`` and/or ``"word"`` for the trained models.
-        controls: ``"random"`` and/or ``"shuffled"``.
-        control_protocols: protocols for the controls (default ``protocols``).
-        batch_size, seed, device, progress: see :func:`~olas_utils.similarity.cache.extract_to_cache`.
+        protocols: some of ``"released"``, ``"paper"``, ``"word"``, for the models and
+            every control.
+        controls: some of ``"uniform"``, ``"random"``, ``"shuffled"``.
+        batch_size, seed, device, progress, cache_dir: see
+            :func:`~olas_utils.similarity.cache.extract_protocols`.
 
     Returns:
         An :class:`ImageSet`.
 
     Raises:
-        ValueError: on an unknown control.
+        ValueError: on an unknown control or protocol.
     """
-    from olas_utils.similarity.cache import extract_to_cache
+    from olas_utils.similarity.cache import cache_complete, extract_protocols
     from olas_utils.zoo import load_model
-    from olas_utils.zoo.controls import random_weights_copy, shuffled_layers_copy
+    from olas_utils.zoo.controls import CONTROLS, control_identity
 
-    makers = {"random": random_weights_copy, "shuffled": shuffled_layers_copy}
-    bad = [c for c in controls if c not in makers]
+    bad = [c for c in controls if c not in CONTROLS]
     if bad:
-        raise ValueError(f"unknown control(s) {bad}; use {sorted(makers)}")
-    control_protocols = list(control_protocols or protocols)
+        raise ValueError(f"unknown control(s) {bad}; use {sorted(CONTROLS)}")
+    kw = dict(orders=orders, baselines=baselines, batch_size=batch_size, seed=seed, cache_dir=cache_dir)
     out = ImageSet(keys=[f"ola:{k}" for k in orders] + list(baselines))
     for name in models:
         lm = load_model(name, device=device)
         out.families[name] = "causal" if lm.is_causal else "encoder"
-        variants = [("none", lm, protocols)] + [(c, None, control_protocols) for c in controls]
-        for control, model, prots in variants:
-            if model is None:
-                model = makers[control](lm, seed=seed)
-            for protocol in prots:
-                cached = extract_to_cache(model, chunks, orders=orders, baselines=baselines, protocol=protocol,
-                                          batch_size=batch_size, seed=seed, progress=progress)
-                out.caches.setdefault((control, protocol), {})[name] = cached
+        for control in ["none", *controls]:
+            if control == "none":
+                model = lm
+            else:
+                ident = control_identity(lm, control, seed)
+                if ident is not None and cache_complete(ident, chunks, protocols=protocols, **kw):
+                    model = ident  # complete: only read, never run
+                else:
+                    model = CONTROLS[control](lm, seed=seed)
+                    out.built.append((name, control))
+            cached = extract_protocols(model, chunks, protocols=protocols, progress=progress, **kw)
+            for protocol, c in cached.items():
+                out.caches.setdefault((control, protocol), {})[name] = c
             if control != "none":
                 del model
                 gc.collect()
@@ -133,15 +149,20 @@ def extract_images(
     return out
 
 
-def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pearson"), progress: bool = True) -> pd.DataFrame:
+def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pearson"),
+                    control_metrics: Sequence[str] = ("ssim",), progress: bool = True) -> pd.DataFrame:
     """Hit@1 and Hit@5 for every ordered model pair within each family, for every control,
-    protocol, key and metric.
+    protocol, key and metric (``metrics`` for the trained models, ``control_metrics`` for
+    the controls). Ties follow each protocol's rule
+    (:data:`olas_utils.similarity.images.TIES`: pessimistic, or first-index-wins for
+    ``"released"``).
 
     Returns:
         A DataFrame with columns ``family, control, protocol, key, metric, target, source,
         n, hit@1, hit@5`` (fractions; chance is ``1/n`` and ``5/n``).
     """
     from olas_utils.similarity import retrieval_table
+    from olas_utils.similarity.images import TIES
 
     rows = []
     for (control, protocol), caches in images.caches.items():
@@ -151,8 +172,8 @@ def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pear
                 continue
             for key in images.keys:
                 imgs = images.images(control, protocol, key, fam)
-                for metric in metrics:
-                    for r in retrieval_table(imgs, metric=metric, ks=(1, 5), progress=False):
+                for metric in (metrics if control == "none" else control_metrics):
+                    for r in retrieval_table(imgs, metric=metric, ks=(1, 5), ties=TIES[protocol], progress=False):
                         rows.append({"family": family, "control": control, "protocol": protocol, "key": key,
                                      "metric": metric, "target": r["target"], "source": r["source"], "n": r["n"],
                                      "hit@1": r["hit@1"], "hit@5": r["hit@5"]})
@@ -185,44 +206,61 @@ def classifier_frame(
     protocol: str = "paper",
     targets: str = "all",
     refit: bool = True,
+    patience: int | None = None,
+    controls: Sequence[str] = (),
     seed: int = 0,
     progress: bool = True,
 ) -> pd.DataFrame:
     """The visual classifier: for each family and each target model, a ResNet-18 trained on
     the other models of the family (the sources) is tested on the unseen target, one map key
-    (one channel) at a time.
+    (one channel) at a time — for the trained models and for each control (trained and
+    tested on that control's images).
 
-    Epoch selection never uses the target: with two or more sources, leave-one-source-out
-    (then, with ``refit``, retrained on all sources for the chosen number of epochs); with
-    one source, a fixed augmented copy of it (see
+    Early stopping never uses the target: with two or more sources, the last source is held
+    out and training stops once its accuracy has not improved for ``patience`` epochs (then,
+    with ``refit``, a fresh network is trained on all sources for the chosen number of
+    epochs); with one source, a fixed augmented copy of it is the held-out set (see
     :func:`olas_utils.similarity.classifier.train_classifier`).
 
     Args:
         targets: ``"all"`` (every model of a family in turn) or ``"last"`` (only the last
             model of each family: the quick profile's CPU budget).
         refit: retrain on all sources after leave-one-source-out selection.
+        patience: early-stopping patience in epochs (None: train all ``epochs``).
+        controls: controls to train and test the same way (e.g. ``["uniform", "random"]``).
 
     Returns:
-        A DataFrame with columns ``family, target, sources, key, protocol, top1, top5, n,
-        chance, epochs, chosen_epoch, selection``.
+        A DataFrame with columns ``family, control, target, sources, key, protocol,
+        source_top1`` (the chosen network on its own training images, no augmentation),
+        ``heldout_source, heldout_top1`` (the held-out source at the chosen epoch),
+        ``top1, top5`` (the unseen target), ``n, chance, max_epochs, epochs_run,
+        chosen_epoch, selection`` and ``curve`` (held-out accuracy per epoch, ``;``-joined).
     """
     from olas_utils.similarity.classifier import train_classifier
     from olas_utils.similarity.evaluation import evaluate
 
     rows = []
-    for family in ("encoder", "causal"):
-        fam = images.family_models(family)
-        if len(fam) < 2:
-            continue
-        for target in fam if targets == "all" else fam[-1:]:
-            sources = [m for m in fam if m != target]
-            for key in keys:
-                imgs = images.images("none", protocol, key, fam)
-                res = train_classifier({m: imgs[m] for m in sources}, epochs=epochs, seed=seed,
-                                       refit=refit and len(sources) >= 2, progress=progress)
-                acc = evaluate(res, imgs[target])
-                rows.append({"family": family, "target": target, "sources": ", ".join(sources), "key": key,
-                             "protocol": protocol, "top1": acc.top1, "top5": acc.top5, "n": acc.n,
-                             "chance": 1.0 / acc.n, "epochs": epochs, "chosen_epoch": res.chosen_epoch,
-                             "selection": res.selection})
+    for control in ["none", *controls]:
+        for family in ("encoder", "causal"):
+            fam = images.family_models(family)
+            if len(fam) < 2 or (control, protocol) not in images.caches:
+                continue
+            for target in fam if targets == "all" else fam[-1:]:
+                sources = [m for m in fam if m != target]
+                for key in keys:
+                    imgs = images.images(control, protocol, key, fam)
+                    res = train_classifier({m: imgs[m] for m in sources}, epochs=epochs, seed=seed,
+                                           refit=refit and len(sources) >= 2, patience=patience, progress=progress)
+                    fit = [m for m in res.train_models]
+                    src = float(np.mean([evaluate(res, imgs[m]).top1 for m in fit]))
+                    acc = evaluate(res, imgs[target])
+                    held = res.selection.split(":", 1)[1] if res.selection.startswith("source:") else res.selection
+                    rows.append({
+                        "family": family, "control": control, "target": target, "sources": ", ".join(sources),
+                        "key": key, "protocol": protocol, "source_top1": src, "heldout_source": held,
+                        "heldout_top1": res.selection_top1[res.chosen_epoch - 1] if res.selection_top1 else float("nan"),
+                        "top1": acc.top1, "top5": acc.top5, "n": acc.n, "chance": 1.0 / acc.n,
+                        "max_epochs": epochs, "epochs_run": len(res.train_loss), "chosen_epoch": res.chosen_epoch,
+                        "selection": res.selection,
+                        "curve": ";".join(f"{v:.3f}" for v in res.selection_top1)})
     return pd.DataFrame(rows)

@@ -9,9 +9,12 @@ computation:
   (a thin wrapper over :func:`olas_utils.zoo.random_init_copy`);
 * :func:`shuffled_layers_copy` — the same trained weights, with the order of the
   transformer layers permuted (a fixed seed): every layer is intact, only the depth at
-  which it runs changes.
+  which it runs changes;
+* :func:`uniform_attention_copy` — the tokenizer-only control: no weights at all, every
+  layer attends uniformly to the tokens it may see (:mod:`olas_utils.uniform`); it shares
+  the original's model object only for its config and runs no forward pass.
 
-Both return a new :class:`~olas_utils.zoo.LoadedModel` (the original is never modified)
+All return a new :class:`~olas_utils.zoo.LoadedModel` (the original is never modified)
 whose ``name`` says what was done, e.g. ``"qwen2.5-0.5b+shuffled(seed=0)"`` and
 ``"qwen2.5-0.5b+random(seed=0)"``, so cached extractions of a control never collide with
 those of the real model.
@@ -48,6 +51,9 @@ __all__ = [
     "permute_layers",
     "shuffled_layers_copy",
     "random_weights_copy",
+    "uniform_attention_copy",
+    "CONTROLS",
+    "control_identity",
 ]
 
 
@@ -199,13 +205,16 @@ def shuffled_layers_copy(loaded, seed: int = 0):
     Returns:
         A new :class:`~olas_utils.zoo.LoadedModel` named ``"<name>+shuffled(seed=<seed>)"``
         (e.g. ``"qwen2.5-0.5b+shuffled(seed=0)"``); the permutation itself is in
-        ``.model.olas_layer_permutation``. The copy needs as much memory as the original.
+        ``.model.olas_layer_permutation``; ``weights_sha256`` is
+        ``"<parent hash>+shuffled(seed=<seed>)"`` (None if the parent has no pinned hash).
+        The copy needs as much memory as the original.
 
     Raises:
         ValueError: if the model's layer list cannot be found.
     """
     perm = layer_permutation(loaded.num_layers, seed)
-    return permute_layers(loaded, perm, name=f"{loaded.name}+shuffled(seed={seed})")
+    out = permute_layers(loaded, perm, name=f"{loaded.name}+shuffled(seed={seed})")
+    return dataclasses.replace(out, weights_sha256=_derived(loaded, "shuffled", seed))
 
 
 def random_weights_copy(loaded, seed: int = 0):
@@ -220,10 +229,77 @@ def random_weights_copy(loaded, seed: int = 0):
         seed: initialisation seed.
 
     Returns:
-        A new :class:`~olas_utils.zoo.LoadedModel`, eval mode, same device and dtype,
-        ``weights_sha256=None``.
+        A new :class:`~olas_utils.zoo.LoadedModel`, eval mode, same device and dtype, with
+        ``weights_sha256`` = ``"<parent hash>+random(seed=<seed>)"`` (None if the parent has
+        no pinned hash: then caches hash the state dict).
     """
     from olas_utils.zoo.load import random_init_copy
 
     rnd = random_init_copy(loaded, seed=seed)
-    return dataclasses.replace(rnd, name=f"{loaded.name}+random(seed={seed})")
+    return dataclasses.replace(rnd, name=f"{loaded.name}+random(seed={seed})",
+                               weights_sha256=_derived(loaded, "random", seed))
+
+
+def uniform_attention_copy(loaded, seed: int = 0):
+    """Tokenizer-only control: uniform attention in every layer, no forward pass.
+
+    The copy shares ``loaded``'s model object (used only for its config: number of layers,
+    causality, maximum length) and tokenizer, and has ``attention="uniform"``, which
+    :func:`olas_utils.extract.extract_ola` and the image cache honour. Nothing is copied,
+    so it costs no memory.
+
+    Args:
+        loaded: a :class:`~olas_utils.zoo.LoadedModel` (not modified).
+        seed: unused (uniform attention has no randomness); accepted so that every
+            control has the same signature.
+
+    Returns:
+        A :class:`~olas_utils.zoo.LoadedModel` named ``"<name>+uniform"`` with
+        ``weights_sha256="uniform-attention"``.
+    """
+    return dataclasses.replace(loaded, name=f"{loaded.name}+uniform", weights_sha256="uniform-attention",
+                               attention="uniform")
+
+
+#: Control name → maker ``(loaded, seed) -> LoadedModel``.
+CONTROLS = {"random": random_weights_copy, "shuffled": shuffled_layers_copy, "uniform": uniform_attention_copy}
+
+
+def _derived(loaded, control: str, seed: int) -> str | None:
+    """A control copy's weight identity, derived from its parent's without hashing the
+    copy: a seeded initialisation or permutation of pinned weights is deterministic for
+    given ``torch``/``transformers`` versions (which every cache manifest records). None
+    (hash the state dict) when the parent has no pinned hash."""
+    sha = getattr(loaded, "weights_sha256", None)
+    return f"{sha}+{control}(seed={seed})" if sha else None
+
+
+def control_identity(loaded, control: str, seed: int = 0):
+    """What a control copy *would* be called and fingerprinted, without building it.
+
+    The result shares ``loaded``'s model object, so it must only be used to look a cache
+    up (:func:`olas_utils.similarity.cache.cache_complete`), never to extract: that lets
+    the notebooks skip building a copy (seconds and a model's worth of memory) when its
+    caches are complete.
+
+    Args:
+        loaded: the trained :class:`~olas_utils.zoo.LoadedModel`.
+        control: a key of :data:`CONTROLS`.
+        seed: the control's seed.
+
+    Returns:
+        A :class:`~olas_utils.zoo.LoadedModel` with the copy's ``name`` and
+        ``weights_sha256``, or None when the copy's identity cannot be known in advance
+        (the parent has no pinned weight hash).
+
+    Raises:
+        ValueError: on an unknown control.
+    """
+    if control not in CONTROLS:
+        raise ValueError(f"unknown control {control!r}; use one of {sorted(CONTROLS)}")
+    if control == "uniform":
+        return uniform_attention_copy(loaded, seed)
+    sha = _derived(loaded, control, seed)
+    if sha is None:
+        return None
+    return dataclasses.replace(loaded, name=f"{loaded.name}+{control}(seed={seed})", weights_sha256=sha)

@@ -43,6 +43,9 @@ class LoadedModel:
         weights_sha256: the verified SHA-256 of the original weight file (zoo models and
             prepared folders), else None.
         entry: the zoo entry, if it is a zoo model.
+        attention: ``"model"``, or ``"uniform"`` for the tokenizer-only control
+            (:func:`olas_utils.zoo.controls.uniform_attention_copy`): extraction then runs no
+            forward pass and feeds uniform attention to every layer.
     """
 
     model: Any = field(repr=False)
@@ -53,6 +56,7 @@ class LoadedModel:
     num_layers: int
     weights_sha256: str | None = None
     entry: ZooEntry | None = field(default=None, repr=False)
+    attention: str = "model"
 
     @property
     def config(self):

@@ -1,0 +1,104 @@
+"""Uniform attention: the tokenizer-only control, and the reference of neutral word pooling.
+
+Under *uniform attention* every query spreads its attention evenly over the positions it
+may see: all ``T`` tokens of the sentence for an encoder (``1/T`` each), tokens ``0..i`` for
+query ``i`` of a causal model (``1/(i+1)`` each). No model is involved — only the number
+of tokens each tokenizer produces — so anything a pipeline can read from maps built from
+it comes from tokenisation alone.
+
+Two uses:
+
+* :func:`uniform_attention` feeds the same OLA recurrence as a real model
+  (``extract_ola(..., attention="uniform")``): the *tokenizer-only control*.
+* :func:`uniform_reference` is the map a key (``"ola:k"``, ``"rollout"``, ``"layer:i"``)
+  takes for one sentence under uniform attention in every layer; neutral word pooling
+  (:func:`olas_utils.align.pool_to_words`) divides by its pooled value.
+
+Pure tensor code; importing this module does no work.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import torch
+
+__all__ = ["uniform_attention", "uniform_reference"]
+
+
+def uniform_attention(attention_mask: torch.Tensor, *, causal: bool) -> torch.Tensor:
+    """Uniform attention for a right-padded batch.
+
+    Args:
+        attention_mask: ``(batch, T)`` 1 at real tokens, 0 at padding (right padding).
+        causal: query ``i`` sees keys ``0..i`` (else every real token).
+
+    Returns:
+        ``(batch, T, T)`` float32: row ``i`` of a real query is ``1/n_i`` on the ``n_i``
+        keys it may see and 0 elsewhere; rows and columns of padding are 0. Every real row
+        sums to 1.
+
+    Raises:
+        ValueError: if ``attention_mask`` is not 2-D.
+    """
+    if attention_mask.dim() != 2:
+        raise ValueError(f"attention_mask must be (batch, T), got shape {tuple(attention_mask.shape)}")
+    m = attention_mask.to(torch.float32)
+    allowed = m[:, :, None] * m[:, None, :]
+    if causal:
+        t = m.shape[1]
+        allowed = allowed * torch.ones(t, t, device=m.device).tril()
+    counts = allowed.sum(-1, keepdim=True)
+    return torch.where(counts > 0, allowed / counts.clamp_min(1.0), torch.zeros_like(allowed))
+
+
+@lru_cache(maxsize=4096)
+def _reference(key: str, t: int, causal: bool, num_layers: int) -> torch.Tensor:
+    from olas_utils.ola import OrderAccumulator
+
+    u = uniform_attention(torch.ones(1, t), causal=causal).to(torch.float64)
+    if m := re.fullmatch(r"ola:(\d+)", key):
+        k = int(m.group(1))
+        if k > num_layers:
+            raise ValueError(f"order {k} is outside 0..{num_layers}")
+        acc = OrderAccumulator(max_order=k, num_layers=num_layers, dtype=torch.float64)
+        for _ in range(num_layers):
+            acc.add_layer(u)
+        out = acc.ola(k)
+    elif key == "rollout":
+        acc = OrderAccumulator(max_order=0, num_layers=num_layers, rollout=True, dtype=torch.float64)
+        for _ in range(num_layers):
+            acc.add_layer(u)
+        out = acc.rollout_map()
+    elif re.fullmatch(r"layer:-?\d+", key):
+        out = u
+    else:
+        raise ValueError(f"no uniform reference for key {key!r}: use 'ola:k', 'rollout' or 'layer:i'")
+    return out[0].to(torch.float32)
+
+
+def uniform_reference(key: str, t: int, *, causal: bool, num_layers: int) -> torch.Tensor:
+    """The map ``key`` takes for a T-token sentence when every layer attends uniformly.
+
+    ``"ola:k"``: order-k OLA of N identical uniform layers (``U^k``; ``U`` itself for an
+    encoder, since ``U·U = U``; ``I`` for k = 0); ``"rollout"``: ``Π(U + I)`` (unnormalised,
+    like :meth:`olas_utils.ola.OrderAccumulator.rollout_map`); ``"layer:i"``: ``U``.
+    Computed in float64 with the same recurrence as real maps, cached per
+    ``(key, T, causal, N)``.
+
+    Args:
+        key: a map name as in :class:`olas_utils.extract.OLAMaps`.
+        t: T, the sentence's token count (special tokens included).
+        causal: causal model.
+        num_layers: N.
+
+    Returns:
+        ``(T, T)`` float32 tensor (a cached object: do not modify it in place).
+
+    Raises:
+        ValueError: on an unknown key or an order above N.
+    """
+    if t < 1 or num_layers < 1:
+        raise ValueError(f"t and num_layers must be >= 1, got t={t}, num_layers={num_layers}")
+    return _reference(str(key), int(t), bool(causal), int(num_layers))
