@@ -64,7 +64,7 @@ def _cmd_extract(args) -> int:
     res = extract_ola(
         lm.model, lm.tokenizer, sentences, orders=args.orders, rollout=not args.no_rollout,
         level=args.level, batch_size=args.batch_size, progress=not args.quiet, model_name=lm.name,
-        truncation=args.truncation,
+        truncation=args.truncation, pooling=args.pooling,
     )
     out = res.save(args.output)
     print(f"wrote {len(res)} sentences × {len(res.keys())} maps ({', '.join(res.keys())}) to {out}")
@@ -82,6 +82,7 @@ def similarity_table(
     batch_size: int = 8,
     device=None,
     truncation: str = "error",
+    pooling: str = "neutral",
     progress: bool = True,
 ) -> "pd.DataFrame":
     """Cross-model retrieval (Hit@1, Hit@5) between the OLA of two or more models on the
@@ -101,7 +102,8 @@ def similarity_table(
         metric: ``"ssim"`` (paper) or ``"pearson"``.
         level: ``"subword"`` (the paper's protocol) or ``"word"`` (OLAS protocol).
         image_size: S, pixels per side (SSIM's 11 × 11 window needs S ≥ 6).
-        batch_size, device, truncation: passed to :func:`~olas_utils.extract.extract_ola`.
+        batch_size, device, truncation, pooling: passed to :func:`~olas_utils.extract.extract_ola`
+            (``pooling``: word level only, ``"neutral"`` or ``"clark"``).
         progress: progress bars.
 
     Returns:
@@ -144,7 +146,8 @@ def similarity_table(
         lm = load_model(name, device=device)
         families[name] = "causal" if lm.is_causal else "encoder"
         maps = extract_ola(lm.model, lm.tokenizer, sentences, orders=orders, rollout=False, layers=(), level=level,
-                           batch_size=batch_size, progress=progress, model_name=name, truncation=truncation)
+                           batch_size=batch_size, progress=progress, model_name=name, truncation=truncation,
+                           pooling=pooling)
         for key in keys:
             images[key][name] = torch.stack(
                 [to_image(m, causal=lm.is_causal, image_size=image_size) for m in maps[key]]).numpy()
@@ -172,6 +175,7 @@ def _cmd_similarity(args) -> int:
     table = similarity_table(
         args.models, sentences, orders=args.order, metric=args.metric, level=args.level, image_size=args.size,
         batch_size=args.batch_size, device=args.device, truncation=args.truncation, progress=not args.quiet,
+        pooling=args.pooling,
     )
     if table["target_family"].ne(table["source_family"]).any():
         print("note: encoders and causal LMs are mixed; the paper compares models within a family", file=sys.stderr)
@@ -226,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="where to write the maps (.pt, read with OLAMaps.load)")
     p.add_argument("--orders", type=int, nargs="+", default=[1, 2, 3], help="OLA orders (default 1 2 3)")
     p.add_argument("--level", choices=["subword", "word"], default="subword")
+    p.add_argument("--pooling", choices=["neutral", "clark"], default="neutral",
+                   help="word level: neutral (default; lift over uniform attention) or clark (rows averaged, "
+                        "columns summed; confounded across tokenizers)")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: CUDA if available)")
     p.add_argument("--no-rollout", action="store_true", help="skip attention rollout")
@@ -258,6 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", choices=["ssim", "pearson"], default="ssim", help="image similarity (default ssim, as the paper)")
     p.add_argument("--level", choices=["subword", "word"], default="subword",
                    help="subword: each model's tokens (the paper's protocol, default); word: subwords pooled to words")
+    p.add_argument("--pooling", choices=["neutral", "clark"], default="neutral",
+                   help="word level: neutral (default; lift over uniform attention) or clark (confounded across tokenizers)")
     p.add_argument("--size", type=int, default=50, help="image side in pixels (default 50)")
     p.add_argument("--out", help="also write the table as CSV here")
     p.add_argument("--batch-size", type=int, default=8)
