@@ -16,11 +16,13 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from olas_utils.zoo.registry import default_models
 
 __all__ = ["PROFILES", "ImageSet", "extract_images", "retrieval_frame", "retrieval_summary", "classifier_frame"]
 
 
-#: Notebook 02 sizes per profile (``models=None``: the default zoo).
+#: Notebook 02 sizes per profile (``default_models(3)``: the default zoo models with at least 3
+#: layers, as order 3 needs; ``None``: the whole default zoo).
 PROFILES: dict[str, dict] = {
     "smoke": {
         "models": ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"], "n_chunks": 12, "orders": [1, 2],
@@ -29,13 +31,13 @@ PROFILES: dict[str, dict] = {
         "classifier_refit": False, "batch_size": 4,
     },
     "quick": {
-        "models": None, "n_chunks": 200, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
+        "models": default_models(3), "n_chunks": 200, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
         "protocols": ["paper", "word"], "controls": ["random", "shuffled"], "control_protocols": ["paper"],
         "classifier_keys": ["ola:1", "rollout"], "classifier_epochs": 5, "classifier_targets": "last",
         "classifier_refit": False, "batch_size": 8,
     },
     "paper": {
-        "models": None, "n_chunks": 1000, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
+        "models": default_models(3), "n_chunks": 1000, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
         "protocols": ["paper", "word"], "controls": ["random", "shuffled"], "control_protocols": ["paper", "word"],
         "classifier_keys": ["ola:1", "ola:2", "ola:3", "rollout", "layer:0", "layer:-1"], "classifier_epochs": 30,
         "classifier_targets": "all", "classifier_refit": True, "batch_size": 16,

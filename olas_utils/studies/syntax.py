@@ -13,21 +13,23 @@ import pandas as pd
 
 from olas_utils.sinks import preprocess
 from olas_utils.data.tasks import TaskData
+from olas_utils.zoo.registry import default_models
 
 __all__ = ["PROFILES", "PAPER_PARSER", "PROBE_VARIANTS", "probe_maps", "probe_frame", "parser_frame", "uas_figure",
            "comparison_markdown"]
 
-#: Notebook 03 sizes (``models=None``: the default zoo). ``n_*`` are sentences of UD
+#: Notebook 03 sizes (``default_models(3)``: the default zoo models with at least 3 layers, as
+#: order 3 needs; ``None``: the whole default zoo). ``n_*`` are sentences of UD
 #: English-EWT train / test with ``min_words..max_words`` words; ``level`` is the adapter's
 #: input level; ``adapter`` a size of :data:`olas_utils.toa.adapter.ADAPTER_SIZES`.
 PROFILES: dict[str, dict] = {
     "smoke": {"models": ["minilm-l6", "smollm2-135m"], "n_train": 24, "n_test": 16, "max_words": 15,
               "keys": ["ola:1", "rollout"], "level": "word", "adapter": "tiny", "epochs": 1, "batch_size": 8,
               "lr": 2e-3, "arc_dim": 32, "label_dim": 16},
-    "quick": {"models": None, "n_train": 150, "n_test": 100, "max_words": 25,
+    "quick": {"models": default_models(3), "n_train": 150, "n_test": 100, "max_words": 25,
               "keys": ["ola:1", "ola:2", "ola:3", "rollout"], "level": "word", "adapter": "small", "epochs": 8,
               "batch_size": 8, "lr": 3e-3, "arc_dim": 64, "label_dim": 32},
-    "paper": {"models": None, "n_train": None, "n_test": None, "max_words": None, "min_words": 1,
+    "paper": {"models": default_models(3), "n_train": None, "n_test": None, "max_words": None, "min_words": 1,
               "keys": ["ola:1", "ola:2", "ola:3", "rollout"], "level": "subword", "adapter": "paper", "epochs": 15,
               "batch_size": 2, "lr": 3e-5, "arc_dim": 512, "label_dim": 128},
 }
