@@ -16,13 +16,14 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from olas_utils.zoo.registry import default_models
+
+from olas_utils.studies.depth import orders_for
 
 __all__ = ["PROFILES", "ImageSet", "extract_images", "retrieval_frame", "retrieval_summary", "classifier_frame"]
 
 
-#: Notebook 02 sizes per profile (``default_models(3)``: the default zoo models with at least 3
-#: layers, as order 3 needs; ``None``: the whole default zoo).
+#: Notebook 02 sizes per profile (``models=None``: the default zoo; a model shallower than an
+#: order has no images of it and is left out of that order's comparisons).
 PROFILES: dict[str, dict] = {
     "smoke": {
         "models": ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"], "n_chunks": 12, "orders": [1, 2],
@@ -31,13 +32,13 @@ PROFILES: dict[str, dict] = {
         "classifier_refit": False, "batch_size": 4,
     },
     "quick": {
-        "models": default_models(3), "n_chunks": 200, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
+        "models": None, "n_chunks": 200, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
         "protocols": ["paper", "word"], "controls": ["random", "shuffled"], "control_protocols": ["paper"],
         "classifier_keys": ["ola:1", "rollout"], "classifier_epochs": 5, "classifier_targets": "last",
         "classifier_refit": False, "batch_size": 8,
     },
     "paper": {
-        "models": default_models(3), "n_chunks": 1000, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
+        "models": None, "n_chunks": 1000, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
         "protocols": ["paper", "word"], "controls": ["random", "shuffled"], "control_protocols": ["paper", "word"],
         "classifier_keys": ["ola:1", "ola:2", "ola:3", "rollout", "layer:0", "layer:-1"], "classifier_epochs": 30,
         "classifier_targets": "all", "classifier_refit": True, "batch_size": 16,
@@ -54,11 +55,18 @@ class ImageSet:
             (the trained model), ``"random"`` or ``"shuffled"``.
         families: ``{model: "encoder" | "causal"}``.
         keys: the map keys stored.
+        model_keys: ``{model: keys}`` where a model lacks some of ``keys`` (an OLA order
+            above its number of layers); a model not listed has them all.
     """
 
     caches: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)
     families: dict[str, str] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
+    model_keys: dict[str, list[str]] = field(default_factory=dict)
+
+    def with_key(self, key: str, models: Sequence[str]) -> list[str]:
+        """The ``models`` that have images of ``key``, in the given order."""
+        return [m for m in models if key in self.model_keys.get(m, self.keys)]
 
     def images(self, control: str, protocol: str, key: str, models: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """``{model: (n, S, S) array}`` for one control, protocol and key."""
@@ -94,7 +102,8 @@ def extract_images(
     Args:
         models: zoo names / folders / Hugging Face ids.
         chunks: the corpus (:func:`olas_utils.data.corpus.build_chunks`).
-        orders, baselines: what to store (``"ola:k"`` per order, plus e.g. ``"rollout"``).
+        orders, baselines: what to store (``"ola:k"`` per order, plus e.g. ``"rollout"``); a
+            model gets the orders it has (:func:`olas_utils.studies.depth.orders_for`).
         protocols: ``"paper"`` and/or ``"word"`` for the trained models.
         controls: ``"random"`` and/or ``"shuffled"``.
         control_protocols: protocols for the controls (default ``protocols``).
@@ -119,12 +128,15 @@ def extract_images(
     for name in models:
         lm = load_model(name, device=device)
         out.families[name] = "causal" if lm.is_causal else "encoder"
+        mine = orders_for(name, orders, lm.num_layers)
+        if len(mine) < len(orders):
+            out.model_keys[name] = [f"ola:{k}" for k in mine] + list(baselines)
         variants = [("none", lm, protocols)] + [(c, None, control_protocols) for c in controls]
         for control, model, prots in variants:
             if model is None:
                 model = makers[control](lm, seed=seed)
             for protocol in prots:
-                cached = extract_to_cache(model, chunks, orders=orders, baselines=baselines, protocol=protocol,
+                cached = extract_to_cache(model, chunks, orders=mine, baselines=baselines, protocol=protocol,
                                           batch_size=batch_size, seed=seed, progress=progress)
                 out.caches.setdefault((control, protocol), {})[name] = cached
             if control != "none":
@@ -137,7 +149,7 @@ def extract_images(
 
 def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pearson"), progress: bool = True) -> pd.DataFrame:
     """Hit@1 and Hit@5 for every ordered model pair within each family, for every control,
-    protocol, key and metric.
+    protocol, key and metric (pairs of the models that have the key).
 
     Returns:
         A DataFrame with columns ``family, control, protocol, key, metric, target, source,
@@ -152,7 +164,10 @@ def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pear
             if len(fam) < 2:
                 continue
             for key in images.keys:
-                imgs = images.images(control, protocol, key, fam)
+                have = images.with_key(key, fam)
+                if len(have) < 2:
+                    continue
+                imgs = images.images(control, protocol, key, have)
                 for metric in metrics:
                     for r in retrieval_table(imgs, metric=metric, ks=(1, 5), progress=False):
                         rows.append({"family": family, "control": control, "protocol": protocol, "key": key,
@@ -192,7 +207,8 @@ def classifier_frame(
 ) -> pd.DataFrame:
     """The visual classifier: for each family and each target model, a ResNet-18 trained on
     the other models of the family (the sources) is tested on the unseen target, one map key
-    (one channel) at a time.
+    (one channel) at a time; a key is skipped for a target that lacks it, and models that
+    lack it are not sources.
 
     Epoch selection never uses the target: with two or more sources, leave-one-source-out
     (then, with ``refit``, retrained on all sources for the chosen number of epochs); with
@@ -217,9 +233,12 @@ def classifier_frame(
         if len(fam) < 2:
             continue
         for target in fam if targets == "all" else fam[-1:]:
-            sources = [m for m in fam if m != target]
             for key in keys:
-                imgs = images.images("none", protocol, key, fam)
+                have = images.with_key(key, fam)
+                sources = [m for m in have if m != target]
+                if target not in have or not sources:
+                    continue  # the target (or every source) is shallower than this order
+                imgs = images.images("none", protocol, key, have)
                 res = train_classifier({m: imgs[m] for m in sources}, epochs=epochs, seed=seed,
                                        refit=refit and len(sources) >= 2, progress=progress)
                 acc = evaluate(res, imgs[target])

@@ -50,15 +50,7 @@ from olas_utils.zoo.errors import (
 from olas_utils.zoo.folders import MARKER_FORMAT, MARKER_NAME, is_prepared, prepared_dir, read_marker
 from olas_utils.zoo.load import LoadedModel, load_model, random_init_copy, weights_fingerprint
 from olas_utils.zoo.preparation import prepare
-from olas_utils.zoo.registry import (
-    DEFAULT_MODELS,
-    REGISTRY,
-    SourceFile,
-    ZooEntry,
-    default_models,
-    get_entry,
-    list_models,
-)
+from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY, SourceFile, ZooEntry, get_entry, list_models
 from olas_utils.zoo.sanity import CAUSAL_LOSS_BOUNDS, ENCODER_MARGIN, SanityReport, sanity_check
 from olas_utils.zoo.sources import check_installed, locate_package_path, verify_sources
 
@@ -67,7 +59,6 @@ __all__ = [
     "SourceFile",
     "REGISTRY",
     "DEFAULT_MODELS",
-    "default_models",
     "MARKER_NAME",
     "MARKER_FORMAT",
     "ZooError",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from olas_utils.zoo.errors import UnknownModelError
 
-__all__ = ["SourceFile", "ZooEntry", "REGISTRY", "DEFAULT_MODELS", "list_models", "default_models", "get_entry"]
+__all__ = ["SourceFile", "ZooEntry", "REGISTRY", "DEFAULT_MODELS", "list_models", "get_entry"]
 
 
 _STRATEGIES = ("hf_folder", "zip_parts", "gguf_parts", "gguf_file", "onnx_bert", "e5s1")
@@ -293,21 +293,6 @@ def list_models(include_optional: bool = True) -> list[ZooEntry]:
     if include_optional:
         out += [e for n, e in REGISTRY.items() if n not in DEFAULT_MODELS]
     return out
-
-
-def default_models(min_layers: int = 0) -> list[str]:
-    """The :data:`DEFAULT_MODELS` with at least ``min_layers`` layers, in order.
-
-    OLA of order k needs k layers: a study that computes orders up to 3 takes
-    ``default_models(3)``, which leaves out the 2-layer ``splade-tiny``.
-
-    Args:
-        min_layers: the fewest layers a model must have.
-
-    Returns:
-        A list of zoo names.
-    """
-    return [n for n in DEFAULT_MODELS if REGISTRY[n].num_layers >= min_layers]
 
 
 def get_entry(name: str) -> ZooEntry:
