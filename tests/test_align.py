@@ -31,7 +31,8 @@ def _check_batch(tok, batch, sentences):
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("name", ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b"])
+@pytest.mark.parametrize("name", ["minilm-l6", "mpnet-base", "e5-small", "paraphrase-minilm-l3", "splade-tiny",
+                                  "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b"])
 def test_word_ids_on_zoo_tokenizers(zoo_model, name):
     tok = zoo_model(name).tokenizer
     batch = tokenize_words(tok, HARD)

@@ -37,7 +37,8 @@ from olas_utils.zoo import sources as zoo_sources
 ROOT = Path(__file__).resolve().parent.parent
 
 # layer counts from shared/models.md
-EXPECTED_LAYERS = {"minilm-l6": 6, "mpnet-base": 12, "smollm2-135m": 30, "gemma3-270m": 18,
+EXPECTED_LAYERS = {"minilm-l6": 6, "mpnet-base": 12, "e5-small": 12, "paraphrase-minilm-l3": 3, "splade-tiny": 2,
+                   "smollm2-135m": 30, "gemma3-270m": 18,
                    "qwen2.5-0.5b": 24, "qwen2.5-1.5b": 28}
 
 
@@ -146,15 +147,17 @@ def tiny_entry(tmp_path, fake_site, monkeypatch):
 
 
 def test_registry_contents():
-    assert DEFAULT_MODELS == ("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b")
+    assert DEFAULT_MODELS == ("minilm-l6", "mpnet-base", "e5-small", "paraphrase-minilm-l3", "splade-tiny",
+                              "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b")
     assert set(REGISTRY) == set(DEFAULT_MODELS) | {"qwen2.5-1.5b"}
     assert [e.name for e in zoo.list_models()] == list(DEFAULT_MODELS) + ["qwen2.5-1.5b"]
     assert [e.name for e in zoo.list_models(include_optional=False)] == list(DEFAULT_MODELS)
     assert not REGISTRY["qwen2.5-1.5b"].default
     fams = [REGISTRY[n].family for n in DEFAULT_MODELS]
-    assert fams == ["encoder", "encoder", "causal", "causal", "causal"]  # encoders first
+    assert fams == ["encoder"] * 5 + ["causal"] * 3  # encoders first
     strategies = {n: REGISTRY[n].strategy for n in REGISTRY}
-    assert strategies == {"minilm-l6": "hf_folder", "mpnet-base": "zip_parts", "smollm2-135m": "gguf_file",
+    assert strategies == {"minilm-l6": "hf_folder", "mpnet-base": "zip_parts", "e5-small": "e5s1",
+                          "paraphrase-minilm-l3": "onnx_bert", "splade-tiny": "hf_folder", "smollm2-135m": "gguf_file",
                           "gemma3-270m": "gguf_parts", "qwen2.5-0.5b": "gguf_parts", "qwen2.5-1.5b": "gguf_parts"}
     for name, e in REGISTRY.items():
         assert e.name == name
@@ -440,7 +443,7 @@ def test_concat_reader_seeks_across_parts(tmp_path):
 def test_sanity_report_on_tiny_random_models(tmp_path):
     enc = zoo.load_model(_save_tiny(tmp_path / "enc", "bert"), device="cpu")
     rep = zoo.sanity_check(enc)
-    assert rep.metric == "paraphrase_cosine_margin" and rep.passed is False
+    assert rep.metric == "relative_paraphrase_margin" and rep.passed is False
     assert rep.bounds[0] == zoo.ENCODER_MARGIN and rep.name == "enc"
     dec = zoo.load_model(_save_tiny(tmp_path / "dec", "llama"), device="cpu")
     rep = zoo.sanity_check(dec, n_sentences=5)

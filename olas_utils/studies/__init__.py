@@ -10,6 +10,7 @@ saved under ``figures/``) and Markdown verdicts computed from the run's own numb
   the comparison with the paper;
 - ``syntax`` (03): probes and the biaffine parser per order;
 - ``transfer`` (04): the adapter across models, with controls and baselines;
+- ``depth``: the orders and keys a model can have (order k needs k layers);
 - ``plots``, ``tables``: heatmap primitives (also used by the explorer widget) and the
   CSV + Markdown table writer.
 """

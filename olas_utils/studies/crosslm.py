@@ -17,13 +17,16 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from olas_utils.studies.depth import orders_for
+
 __all__ = ["PROFILES", "ImageSet", "extract_images", "retrieval_frame", "retrieval_summary", "classifier_frame"]
 
 
 #: Notebook 02 sizes per profile (``models=None``: the default zoo). Every control runs on
 #: every protocol; the uniform control costs no forward pass, and each model (and control
 #: copy) runs once for all protocols. Retrieval of the controls uses SSIM only (the paper's
-#: metric); the trained models also get Pearson.
+#: metric); the trained models also get Pearson. A model shallower than an order has no
+#: images of it and is left out of that order's comparisons.
 PROFILES: dict[str, dict] = {
     "smoke": {
         "models": ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"], "n_chunks": 12, "orders": [1, 2],
@@ -59,12 +62,19 @@ class ImageSet:
         keys: the map keys stored.
         built: ``(model, control)`` of every control copy that had to be built (its caches
             were incomplete); a complete cache is read without building the copy.
+        model_keys: ``{model: keys}`` where a model lacks some of ``keys`` (an OLA order
+            above its number of layers); a model not listed has them all.
     """
 
     caches: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)
     families: dict[str, str] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
     built: list[tuple[str, str]] = field(default_factory=list)
+    model_keys: dict[str, list[str]] = field(default_factory=dict)
+
+    def with_key(self, key: str, models: Sequence[str]) -> list[str]:
+        """The ``models`` that have images of ``key``, in the given order."""
+        return [m for m in models if key in self.model_keys.get(m, self.keys)]
 
     def images(self, control: str, protocol: str, key: str, models: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """``{model: (n, S, S) array}`` for one control, protocol and key."""
@@ -103,7 +113,8 @@ def extract_images(
     Args:
         models: zoo names / folders / Hugging Face ids.
         chunks: the corpus (:func:`olas_utils.data.corpus.build_chunks`).
-        orders, baselines: what to store (``"ola:k"`` per order, plus e.g. ``"rollout"``).
+        orders, baselines: what to store (``"ola:k"`` per order, plus e.g. ``"rollout"``); a
+            model gets the orders it has (:func:`olas_utils.studies.depth.orders_for`).
         protocols: some of ``"released"``, ``"paper"``, ``"word"``, for the models and
             every control.
         controls: some of ``"uniform"``, ``"random"``, ``"shuffled"``.
@@ -123,11 +134,14 @@ def extract_images(
     bad = [c for c in controls if c not in CONTROLS]
     if bad:
         raise ValueError(f"unknown control(s) {bad}; use {sorted(CONTROLS)}")
-    kw = dict(orders=orders, baselines=baselines, batch_size=batch_size, seed=seed, cache_dir=cache_dir)
     out = ImageSet(keys=[f"ola:{k}" for k in orders] + list(baselines))
     for name in models:
         lm = load_model(name, device=device)
         out.families[name] = "causal" if lm.is_causal else "encoder"
+        mine = orders_for(name, orders, lm.num_layers)
+        if len(mine) < len(orders):
+            out.model_keys[name] = [f"ola:{k}" for k in mine] + list(baselines)
+        kw = dict(orders=mine, baselines=baselines, batch_size=batch_size, seed=seed, cache_dir=cache_dir)
         for control in ["none", *controls]:
             if control == "none":
                 model = lm
@@ -155,7 +169,7 @@ def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pear
     protocol, key and metric (``metrics`` for the trained models, ``control_metrics`` for
     the controls). Ties follow each protocol's rule
     (:data:`olas_utils.similarity.images.TIES`: pessimistic, or first-index-wins for
-    ``"released"``).
+    ``"released"``). Only pairs of models that have the key.
 
     Returns:
         A DataFrame with columns ``family, control, protocol, key, metric, target, source,
@@ -171,7 +185,10 @@ def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pear
             if len(fam) < 2:
                 continue
             for key in images.keys:
-                imgs = images.images(control, protocol, key, fam)
+                have = images.with_key(key, fam)
+                if len(have) < 2:
+                    continue
+                imgs = images.images(control, protocol, key, have)
                 for metric in (metrics if control == "none" else control_metrics):
                     for r in retrieval_table(imgs, metric=metric, ks=(1, 5), ties=TIES[protocol], progress=False):
                         rows.append({"family": family, "control": control, "protocol": protocol, "key": key,
@@ -214,7 +231,8 @@ def classifier_frame(
     """The visual classifier: for each family and each target model, a ResNet-18 trained on
     the other models of the family (the sources) is tested on the unseen target, one map key
     (one channel) at a time — for the trained models and for each control (trained and
-    tested on that control's images).
+    tested on that control's images). A key is skipped for a target that lacks it, and
+    models that lack it are not sources.
 
     Early stopping never uses the target: with two or more sources, the last source is held
     out and training stops once its accuracy has not improved for ``patience`` epochs (then,
@@ -246,9 +264,12 @@ def classifier_frame(
             if len(fam) < 2 or (control, protocol) not in images.caches:
                 continue
             for target in fam if targets == "all" else fam[-1:]:
-                sources = [m for m in fam if m != target]
                 for key in keys:
-                    imgs = images.images(control, protocol, key, fam)
+                    have = images.with_key(key, fam)
+                    sources = [m for m in have if m != target]
+                    if target not in have or not sources:
+                        continue  # the target (or every source) is shallower than this order
+                    imgs = images.images(control, protocol, key, have)
                     res = train_classifier({m: imgs[m] for m in sources}, epochs=epochs, seed=seed,
                                            refit=refit and len(sources) >= 2, patience=patience, progress=progress)
                     fit = [m for m in res.train_models]

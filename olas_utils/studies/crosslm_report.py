@@ -88,11 +88,12 @@ def example_pairs_figure(images: ImageSet, *, protocol: str, key: str = "ola:1",
     """
     import matplotlib.pyplot as plt
 
-    fams = [f for f in ("encoder", "causal") if images.family_models(f)]
-    width = max(len(images.family_models(f)) for f in fams)
+    members = {f: images.with_key(key, images.family_models(f)) for f in ("encoder", "causal")}
+    fams = [f for f in ("encoder", "causal") if members[f]]  # models shallower than the key's order left out
+    width = max(len(members[f]) for f in fams)
     fig, axes = plt.subplots(len(fams), width, figsize=(2.4 * width, 2.5 * len(fams)), squeeze=False)
     for r, fam in enumerate(fams):
-        models = images.family_models(fam)
+        models = members[fam]
         imgs = images.images(control, protocol, key, models)
         for c in range(width):
             ax = axes[r][c]

@@ -16,13 +16,15 @@ import matplotlib.pyplot as plt
 import torch
 
 from olas_utils.extract import OLAMaps, extract_ola
+from olas_utils.studies.depth import orders_for
 from olas_utils.studies.plots import grouped_heatmaps, save_figure
 from olas_utils.sinks import outlier_mask, remove_outliers, renormalize_rows
 
 __all__ = ["PROFILES", "GALLERY_SENT_IDS", "gallery_sentences", "extract_gallery",
            "gallery_figures", "without_sinks"]
 
-#: Notebook 01 sizes per profile. ``models=None`` means the default zoo.
+#: Notebook 01 sizes per profile. ``models=None`` means the default zoo (a model shallower
+#: than an order is drawn without it, see :mod:`olas_utils.studies.depth`).
 PROFILES: dict[str, dict] = {
     "smoke": {"models": ["minilm-l6", "smollm2-135m"], "n_sentences": 1, "orders": [1, 2]},
     "quick": {"models": None, "n_sentences": 4, "orders": [1, 2, 3]},
@@ -84,7 +86,8 @@ def extract_gallery(models: Sequence[str], sentences: Sequence[Sequence[str]], o
     Args:
         models: zoo names / folders / Hugging Face ids.
         sentences: lists of words.
-        orders: OLA orders (each in ``0..N`` for every model).
+        orders: OLA orders; a model with fewer layers than an order gets the orders it
+            has (:func:`olas_utils.studies.depth.orders_for`).
         device: where to run (None: CUDA if available).
         progress: progress bars.
 
@@ -102,7 +105,8 @@ def extract_gallery(models: Sequence[str], sentences: Sequence[Sequence[str]], o
     out = []
     for name in models:
         lm = load_model(name, device=device)
-        maps = extract_ola(lm.model, lm.tokenizer, sentences, orders=orders, rollout=False, layers=(), level="word", progress=progress, model_name=name)
+        mine = orders_for(name, orders, lm.num_layers)
+        maps = extract_ola(lm.model, lm.tokenizer, sentences, orders=mine, rollout=False, layers=(), level="word", progress=progress, model_name=name)
         out.append(GalleryModel(name, lm.is_causal, maps))
         del lm
         gc.collect()
@@ -141,19 +145,23 @@ def gallery_figures(gallery: Sequence[GalleryModel], orders: Sequence[int], out_
         The written paths, sentence-major.
 
     Raises:
-        KeyError: if an order was not extracted.
+        KeyError: if an order was extracted for no model (models shallower than an order
+            are left out of its figures).
         OSError: if a file cannot be written.
     """
     out_dir = Path(out_dir)
-    n_enc = sum(not g.is_causal for g in gallery)
-    groups = [(t, n) for t, n in (("Encoders (bidirectional)", n_enc), ("Causal LMs", len(gallery) - n_enc)) if n]
     paths = []
     n_sent = len(gallery[0].maps)
     for i in range(n_sent):
         for k in orders:
             key = f"ola:{k}"
+            have = [g for g in gallery if key in g.maps.keys()]  # a model shallower than k has no order k
+            if not have:
+                raise KeyError(f"order {k} was not extracted for any model")
+            n_enc = sum(not g.is_causal for g in have)
+            groups = [(t, n) for t, n in (("Encoders (bidirectional)", n_enc), ("Causal LMs", len(have) - n_enc)) if n]
             rows = [[], []]
-            for g in gallery:
+            for g in have:
                 m = g.maps[key][i]
                 words = g.maps.words[i]
                 rows[0].append((g.name, m, words))

@@ -13,11 +13,13 @@ import pandas as pd
 
 from olas_utils.sinks import preprocess
 from olas_utils.data.tasks import TaskData
+from olas_utils.studies.depth import keys_for, orders_for
 
 __all__ = ["PROFILES", "PAPER_PARSER", "PROBE_VARIANTS", "probe_maps", "probe_frame", "parser_frame", "uas_figure",
            "comparison_markdown"]
 
-#: Notebook 03 sizes (``models=None``: the default zoo). ``n_*`` are sentences of UD
+#: Notebook 03 sizes (``models=None``: the default zoo; a model shallower than an order skips
+#: that order's key, see :mod:`olas_utils.studies.depth`). ``n_*`` are sentences of UD
 #: English-EWT train / test with ``min_words..max_words`` words; ``level`` is the adapter's
 #: input level; ``adapter`` a size of :data:`olas_utils.toa.adapter.ADAPTER_SIZES`.
 PROFILES: dict[str, dict] = {
@@ -75,7 +77,7 @@ def probe_frame(models: Sequence[str], test: TaskData, pool, *, keys: Sequence[s
         models: model names.
         test: the EWT split to probe (``load_task("dependency", "test", ...)``).
         pool: a :class:`~olas_utils.toa.taskmaps.ModelPool`.
-        keys: maps to probe.
+        keys: maps to probe (a model shallower than an order skips its key).
         batch_size, progress: extraction settings.
 
     Returns:
@@ -88,9 +90,10 @@ def probe_frame(models: Sequence[str], test: TaskData, pool, *, keys: Sequence[s
 
     rows = []
     for name in models:
-        maps = task_maps(pool, name, test, batch_size=batch_size, progress=progress).to_words()
+        maps = task_maps(pool, name, test, orders=orders_for(name, (1, 2, 3)), batch_size=batch_size,
+                         progress=progress).to_words()
         for variant in PROBE_VARIANTS:
-            for key in keys:
+            for key in keys_for(name, keys):
                 r = probe_corpus(probe_maps(maps, key, remove_sinks=variant == "sinks removed"), test.heads)
                 rows.append({"model": name, "family": "causal" if maps.is_causal else "encoder", "maps": variant,
                              "key": key, **{k: r[k] for k in ("head_acc", "dependent_acc", "either_acc", "uuas")}})
@@ -114,7 +117,7 @@ def parser_frame(models: Sequence[str], train: TaskData, test: TaskData, pool, c
         train, test: EWT splits (``load_task("dependency", ...)``).
         pool: a :class:`~olas_utils.toa.taskmaps.ModelPool`.
         cfg: a profile of :data:`PROFILES` (keys, level, adapter, epochs, batch_size, lr,
-            arc_dim, label_dim).
+            arc_dim, label_dim); a model shallower than an order skips its key.
         seed: training seed.
         device: where to train.
         checkpoint_dir: resumable checkpoints (default ``<cache>/toa``).
@@ -132,12 +135,12 @@ def parser_frame(models: Sequence[str], train: TaskData, test: TaskData, pool, c
     tcfg, heads = profile_training(cfg, seed, "dependency")
     rows = []
     for name in models:
-        m_tr = task_maps(pool, name, train, progress=progress)
-        m_te = task_maps(pool, name, test, progress=progress)
+        m_tr = task_maps(pool, name, train, orders=orders_for(name, (1, 2, 3)), progress=progress)
+        m_te = task_maps(pool, name, test, orders=orders_for(name, (1, 2, 3)), progress=progress)
         if cfg["level"] == "word":
             m_tr, m_te = m_tr.to_words(), m_te.to_words()
         family = "causal" if m_tr.is_causal else "encoder"
-        for key in cfg["keys"]:
+        for key in keys_for(name, cfg["keys"]):
             x_tr = build_examples(m_tr, train, [key])
             x_te = build_examples(m_te, test, [key])
             adapter = adapter_config(cfg["adapter"], n_channels([key]))

