@@ -16,6 +16,7 @@ OLAS_DATA_DIR ?= $(abspath $(CURDIR)/../shared/data)
 # The browser test drives Debian's chromium (tests/test_browser.py); never a downloaded one.
 CHROMIUM ?= chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .PHONY: install models reproduce test lab chromium clean-venv
 
@@ -47,9 +48,10 @@ test: models chromium
 # JupyterLab on notebooks/: its kernel is this venv's Python (jupyter_client runs the
 # `python3` kernel with the server's interpreter), one that sees OLAS_DATA_DIR and the rest.
 lab: models
+	@test -d "$(OLAS_DATA_DIR)" || echo "warning: data folder $(OLAS_DATA_DIR) does not exist; run make lab OLAS_DATA_DIR=/path/to/data" >&2
 	cd notebooks && PATH="$(abspath $(VENV))/bin:$$PATH" OLAS_DATA_DIR="$(OLAS_DATA_DIR)" \
 	  $(abspath $(PY)) -m jupyterlab --ServerApp.ip=$(LAB_IP) --ServerApp.port=$(LAB_PORT) \
-	  --ServerApp.root_dir=. $(LAB_ARGS)
+	  --ServerApp.root_dir=. $(LAB_ROOT) $(LAB_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -12,6 +12,7 @@ one thread (``OMP_NUM_THREADS=1``) on the CPU.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -130,11 +131,15 @@ def jupyterlab(tmp_path):
         _kill_tree(proc, runtime)
 
 
-def _png_of(img) -> bytes:
-    """The PNG bytes the kernel sent to an ipywidgets Image (its ``src`` is a blob URL)."""
-    data = img.evaluate("async (el) => { const r = await fetch(el.src);"
-                        " return Array.from(new Uint8Array(await r.arrayBuffer())); }")
-    return bytes(data)
+def _pixels_of(img) -> bytes:
+    """The explorer image as the browser decoded it: its natural-size pixels, redrawn on a
+    canvas and read back as PNG (no network request, so a just-revoked blob URL of the
+    previous image cannot fail); empty while the image is still loading."""
+    url = img.evaluate("(el) => { if (!el.complete || !el.naturalWidth) return '';"
+                       " const c = document.createElement('canvas');"
+                       " c.width = el.naturalWidth; c.height = el.naturalHeight;"
+                       " c.getContext('2d').drawImage(el, 0, 0); return c.toDataURL('image/png'); }")
+    return base64.b64decode(url.split(",", 1)[1]) if url else b""
 
 
 def _digest(b: bytes) -> str:
@@ -183,13 +188,13 @@ def test_explorer_in_jupyterlab(jupyterlab, tmp_path):
             def changed(before_png: bytes, before_status: str, what: str) -> tuple[bytes, str]:
                 deadline = time.monotonic() + UPDATE_S
                 while time.monotonic() < deadline:
-                    png, text = _png_of(img), status.inner_text()
-                    if png != before_png and text != before_status:
+                    png, text = _pixels_of(img), status.inner_text()
+                    if png and png != before_png and text != before_status:
                         return png, text
                     page.wait_for_timeout(500)
                 pytest.fail(f"the heatmap did not change after {what} within {UPDATE_S} s (status: {text!r})")
 
-            png0, status0 = _png_of(img), status.inner_text()
+            png0, status0 = _pixels_of(img), status.inner_text()
             shot0 = img.screenshot()
             assert png0[:4] == b"\x89PNG" and "order 1" in status0 and "sinks removed" in status0, status0
 
