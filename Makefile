@@ -43,7 +43,7 @@ chromium:
 	@command -v $(CHROMIUM) >/dev/null 2>&1 || { echo "error: $(CHROMIUM) is not installed (apt-get install chromium)" >&2; exit 1; }
 
 test: models chromium
-	$(PY) -m pytest
+	OLAS_CHROMIUM="$$(command -v $(CHROMIUM))" $(PY) -m pytest
 
 # JupyterLab on notebooks/: its kernel is this venv's Python (jupyter_client runs the
 # `python3` kernel with the server's interpreter), one that sees OLAS_DATA_DIR and the rest.

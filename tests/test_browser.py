@@ -40,10 +40,15 @@ ACTION_MS = 30_000    # Playwright's default for one click / fill / wait
 
 
 def _chromium() -> str:
+    """Path of the Chromium binary; fails the test (never skips it) if there is none."""
     path = os.environ.get("OLAS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not path:
-        pytest.fail("Chromium is missing: the browser test needs Debian's chromium "
-                    "(`make test` installs it; or `apt-get install chromium`, or set OLAS_CHROMIUM=/path)")
+    if not path or not os.access(path, os.X_OK):
+        pytest.fail(f"Chromium is missing ({path or 'no chromium on PATH'}): the browser test needs Debian's "
+                    "chromium (`make test` installs it; or `apt-get install chromium`, or set OLAS_CHROMIUM=/path)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.fail("playwright is missing: `make install` (or pip install -r requirements.txt -c constraints.txt)")
     return path
 
 
@@ -100,8 +105,15 @@ def _wait_for_server(proc: subprocess.Popen, url: str, log: Path) -> None:
 
 
 @pytest.fixture
-def jupyterlab(tmp_path):
-    """A JupyterLab server on the smoke copy of notebook 01: yields ``(base_url, token)``."""
+def chromium() -> str:
+    """The Chromium binary (checked before JupyterLab is started)."""
+    return _chromium()
+
+
+@pytest.fixture
+def jupyterlab(chromium, tmp_path):
+    """A JupyterLab server on the smoke copy of notebook 01: yields ``(base_url, token,
+    log path)``; the server and its kernels are stopped afterwards, whatever happened."""
     work, runtime = tmp_path / "work", tmp_path / "runtime"
     work.mkdir()
     runtime.mkdir()
@@ -148,12 +160,9 @@ def _digest(b: bytes) -> str:
 
 @pytest.mark.notebook
 @pytest.mark.real_model
-def test_explorer_in_jupyterlab(jupyterlab, tmp_path):
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
-        pytest.fail("playwright is missing: `make install` (or pip install -r requirements.txt -c constraints.txt)")
-    chromium = _chromium()
+def test_explorer_in_jupyterlab(chromium, jupyterlab):
+    from playwright.sync_api import expect, sync_playwright
+
     base, token, log = jupyterlab
     console_errors: list[str] = []
 
@@ -228,3 +237,45 @@ def test_explorer_in_jupyterlab(jupyterlab, tmp_path):
             browser.close()
     assert not console_errors, "browser console errors:\n" + "\n".join(console_errors)
     assert SCREENSHOT.stat().st_size > 20_000
+
+
+@pytest.mark.notebook
+def test_make_lab_serves_the_notebooks_with_the_project_kernel(tmp_path):
+    """`make lab` (the README's third command, set-up steps skipped): JupyterLab lists
+    notebooks/, and a kernel it starts is the venv's Python with OLAS_DATA_DIR set."""
+    import json
+
+    import psutil
+
+    if not shutil.which("make"):
+        pytest.fail("make is missing: the README's commands need it")
+    port, token, data = _free_port(), secrets.token_hex(16), tmp_path / "data"
+    data.mkdir()
+    runtime = tmp_path / "runtime"
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime), JUPYTER_CONFIG_DIR=str(tmp_path / "config"))
+    cmd = ["make", "-s", "-o", "install", "-o", "models", "lab", f"VENV={sys.prefix}", f"LAB_PORT={port}",
+           f"OLAS_DATA_DIR={data}", f"LAB_ARGS=--no-browser --IdentityProvider.token={token} "
+           "--ServerApp.terminals_enabled=False --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    log = tmp_path / "make_lab.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for_server(proc, f"{base}/api/status?token={token}", log)
+        with urllib.request.urlopen(f"{base}/api/contents?token={token}", timeout=10) as r:
+            names = {c["name"] for c in json.load(r)["content"]}
+        assert {p.name for p in NOTEBOOK.parent.glob("[0-9][0-9]_*.ipynb")} <= names, names
+        req = urllib.request.Request(f"{base}/api/kernels?token={token}", data=b'{"name": "python3"}', method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            kernel_id = json.load(r)["id"]
+        deadline, kernel = time.monotonic() + KERNEL_START_S, None
+        while kernel is None and time.monotonic() < deadline:
+            kernel = next((p for p in psutil.process_iter(["cmdline"])
+                           if any(kernel_id in part for part in (p.info["cmdline"] or []))), None)
+            time.sleep(0.2)
+        assert kernel is not None, f"no kernel process for {kernel_id}:\n{log.read_text()[-2000:]}"
+        assert kernel.cmdline()[0] == str(Path(sys.prefix) / "bin" / "python"), kernel.cmdline()
+        assert kernel.environ().get("OLAS_DATA_DIR") == str(data)
+        assert Path(kernel.cwd()) == NOTEBOOK.parent
+    finally:
+        _kill_tree(proc, runtime)
