@@ -158,6 +158,22 @@ def _digest(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()[:16]
 
 
+def _heatmap_change(a: bytes, b: bytes) -> float:
+    """Fraction of pixels that differ between two explorer images in their upper 75 %:
+    the heatmaps and colour bars, not the caption under them (which also names the
+    settings, so a changed caption alone must not count as a changed heatmap)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    x, y = (np.asarray(Image.open(io.BytesIO(p)).convert("RGB"), dtype=np.int16) for p in (a, b))
+    if x.shape != y.shape:
+        return 1.0
+    top = int(x.shape[0] * 0.75)
+    return float((np.abs(x[:top] - y[:top]).sum(axis=2) > 24).mean())
+
+
 @pytest.mark.browser
 @pytest.mark.notebook
 @pytest.mark.real_model
@@ -224,6 +240,9 @@ def test_explorer_in_jupyterlab(chromium, jupyterlab):
             assert "with sinks" in status3 and "order 2" in status3 and f"({n}×{n})" in status3, status3
 
             assert len({_digest(p) for p in (png0, png1, png2, png3)}) == 4
+            # the heatmaps themselves changed each time, over a sizeable area (not just titles)
+            moved = [_heatmap_change(a, b) for a, b in ((png0, png1), (png1, png2), (png2, png3))]
+            assert min(moved) > 0.05, f"fraction of heatmap pixels changed per step: {moved}"
             assert img.screenshot() != shot0, "the rendered image looks the same as before the changes"
             errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
                                   has_text="Traceback")
