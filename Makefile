@@ -1,14 +1,24 @@
-# OLAS: two commands do everything on a fresh machine (see README.md):
+# OLAS: three commands on a fresh machine (see README.md):
 #   make reproduce   # environment + models + every notebook, quick profile
-#   make test        # environment + models + the test suite (what CI runs)
+#   make test        # environment + models + Chromium + the test suite (what CI runs)
+#   make lab         # environment + models, then JupyterLab on notebooks/ (Ctrl-C stops it)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.olas-installed
 PROFILE ?= quick
+# `make lab` settings (override on the command line: make lab LAB_PORT=9999 OLAS_DATA_DIR=/data)
+LAB_IP ?= 127.0.0.1
+LAB_PORT ?= 8888
+LAB_ARGS ?=
+OLAS_DATA_DIR ?= $(abspath $(CURDIR)/../shared/data)
+# The browser test drives Debian's chromium (tests/test_browser.py); never a downloaded one.
+CHROMIUM ?= chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: install models reproduce test clean-venv
+.PHONY: install models reproduce test lab chromium clean-venv
 
 $(STAMP): requirements.txt requirements-models.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,8 +35,23 @@ models: install
 reproduce: models
 	$(PY) -m olas_utils.ui.reproduce --profile $(PROFILE)
 
-test: models
-	$(PY) -m pytest
+chromium:
+	@command -v $(CHROMIUM) >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for tests/test_browser.py"; \
+	  $(SUDO) apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+	@command -v $(CHROMIUM) >/dev/null 2>&1 || { echo "error: $(CHROMIUM) is not installed (apt-get install chromium)" >&2; exit 1; }
+
+test: models chromium
+	OLAS_CHROMIUM="$$(command -v $(CHROMIUM))" $(PY) -m pytest
+
+# JupyterLab on notebooks/: its kernel is this venv's Python (jupyter_client runs the
+# `python3` kernel with the server's interpreter), one that sees OLAS_DATA_DIR and the rest.
+lab: models
+	@test -d "$(OLAS_DATA_DIR)" || echo "warning: data folder $(OLAS_DATA_DIR) does not exist; run make lab OLAS_DATA_DIR=/path/to/data" >&2
+	cd notebooks && PATH="$(abspath $(VENV))/bin:$$PATH" OLAS_DATA_DIR="$(OLAS_DATA_DIR)" \
+	  $(abspath $(PY)) -m jupyterlab --ServerApp.ip=$(LAB_IP) --ServerApp.port=$(LAB_PORT) \
+	  --ServerApp.root_dir=. $(LAB_ROOT) $(LAB_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -127,3 +127,34 @@ def test_models_are_loaded_lazily_and_load_errors_are_shown():
 
     ex = OLAExplorer("nope", loader=failing, models=["nope"])
     assert calls == ["nope"] and "does not exist" in ex.error and ex.figure is None
+
+
+@pytest.mark.real_model
+def test_explorer_truncation_warn_cuts_long_texts_and_says_so(zoo_model, counting_loader):
+    from olas_utils.extract import max_tokens
+    from olas_utils.ui.widgets import OLAExplorer
+
+    lm = zoo_model("minilm-l6")
+    limit = max_tokens(lm.model, lm.tokenizer)
+    assert limit == 512
+    words = [f"w{i % 10}" for i in range(600)]  # "w3" is two tokens ("w", "##3"): 1200 + 2 > 512
+    long_text = " ".join(words)
+
+    strict = OLAExplorer("minilm-l6", sentence=SENT, loader=counting_loader, models=["minilm-l6"], max_order=2)
+    strict.sentence.value = long_text
+    assert "512" in strict.error and "truncation='warn'" in strict.error and strict.warning is None
+    with pytest.raises(ValueError, match="truncation must be"):
+        OLAExplorer("minilm-l6", loader=counting_loader, truncation="cut")
+
+    ex = OLAExplorer("minilm-l6", sentence=long_text, loader=counting_loader, models=["minilm-l6"], max_order=2,
+                     truncation="warn")
+    assert ex.error is None
+    # independent reference: the longest prefix of whole words that fits, counted with the tokenizer
+    n_tok = [len(lm.tokenizer(w, add_special_tokens=False)["input_ids"]) for w in words]
+    keep = int(np.searchsorted(np.cumsum(n_tok), limit - 2, side="right"))
+    assert keep == 255 and ex.current_labels["minilm-l6"] == words[:keep]
+    torch.testing.assert_close(drawn(ex, 0), expected(lm, words[:keep], "ola:1", "word", True)[0], rtol=0, atol=1e-6)
+    assert f"first {keep} of 600 words" in ex.warning and "512" in ex.warning
+    assert "warning" in ex.status.value and f"first {keep} of 600 words" in ex.caption
+    ex.sentence.value = SENT  # a text that fits: no warning any more
+    assert ex.warning is None and "warning" not in ex.status.value

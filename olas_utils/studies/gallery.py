@@ -21,7 +21,7 @@ from olas_utils.studies.plots import grouped_heatmaps, save_figure
 from olas_utils.sinks import outlier_mask, remove_outliers, renormalize_rows
 
 __all__ = ["PROFILES", "GALLERY_SENT_IDS", "gallery_sentences", "extract_gallery",
-           "gallery_figures", "without_sinks"]
+           "gallery_figures", "gallery_caption", "without_sinks"]
 
 #: Notebook 01 sizes per profile. ``models=None`` means the default zoo (a model shallower
 #: than an order is drawn without it, see :mod:`olas_utils.studies.depth`).
@@ -130,6 +130,25 @@ def without_sinks(m: torch.Tensor, *, causal: bool) -> torch.Tensor:
     return renormalize_rows(remove_outliers(m, outlier_mask(m, causal=causal)))
 
 
+def gallery_caption(gallery: Sequence[GalleryModel], i: int, k: int) -> str:
+    """The caption under a gallery figure: models (layers, encoder or causal), order,
+    protocol (word pooling, sink removal) and sizes (sentence ``i`` of how many, words).
+
+    Raises:
+        IndexError: if sentence ``i`` was not extracted.
+    """
+    words = gallery[0].maps.words[i]
+    models = ", ".join(f"{g.name} ({g.maps.num_layers} layers, {'causal' if g.is_causal else 'encoder'})"
+                       for g in gallery)
+    order = ("the mean of the layers' head-averaged attention" if k == 1 else
+             f"the mean over all products of {k} distinct layers' head-averaged attention")
+    return (f"Models: {models}. Order {k}: {order}. Protocol: word level (a word's subword rows averaged, its "
+            f"subword columns summed, special tokens left out); bottom row: attention-sink outliers "
+            f"(entries above row mean + 3 sd, and each row's maximum) zeroed and rows renormalised. "
+            f"Sizes: sentence {i + 1} of {len(gallery[0].maps)}, {len(words)} words, so each map is "
+            f"{len(words)}x{len(words)}; each panel has its own colour scale (range on its bar).")
+
+
 def gallery_figures(gallery: Sequence[GalleryModel], orders: Sequence[int], out_dir: str | Path, *, close: bool = True) -> list[Path]:
     """One figure per sentence and order: top row with sinks, bottom row without, models as
     columns grouped into encoders and causal LMs. Saved as
@@ -171,6 +190,7 @@ def gallery_figures(gallery: Sequence[GalleryModel], orders: Sequence[int], out_
                 row_titles=["with sinks", "sinks removed"],
                 group_titles=groups,
                 suptitle=f"Order-{k} OLA, word level — sentence {i + 1}: " + _short(" ".join(gallery[0].maps.words[i])),
+                caption=gallery_caption(gallery, i, k),
             )
             paths.append(save_figure(fig, out_dir / f"ola_gallery_s{i + 1}_order{k}.png"))
             if close:

@@ -7,44 +7,98 @@ never imports a higher one; the widget in ``ui`` reuses it from here.
 
 from __future__ import annotations
 
+import math
+import textwrap
 from pathlib import Path
 from typing import Sequence
 
 import matplotlib
-
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
-__all__ = ["heatmap", "grouped_heatmaps", "save_figure"]
+__all__ = ["heatmap", "grouped_heatmaps", "save_figure", "tick_positions", "short_label", "value_range_label"]
+
+#: At most this many tick labels per axis; longer sentences show every k-th word.
+MAX_TICK_LABELS = 40
+#: Tick labels longer than this are cut with an ellipsis (the full word stays in the data).
+MAX_LABEL_CHARS = 16
 
 
-def heatmap(ax, matrix: torch.Tensor, labels: Sequence[str] | None = None, *, title: str = "", cmap: str = "viridis", colorbar: bool = False):
-    """Draw one ``(T, T)`` map on ``ax`` (query on the y axis, key on the x axis).
+def tick_positions(n: int, max_labels: int = MAX_TICK_LABELS) -> list[int]:
+    """Which of ``n`` rows/columns get a tick label: all when ``n <= max_labels``, else
+    every ``ceil(n / max_labels)``-th, starting at 0 (so at most ``max_labels``).
+
+    Raises:
+        ValueError: if ``max_labels < 1`` or ``n < 0``.
+    """
+    if max_labels < 1 or n < 0:
+        raise ValueError(f"need n >= 0 and max_labels >= 1, got n={n}, max_labels={max_labels}")
+    step = max(1, math.ceil(n / max_labels))
+    return list(range(0, n, step))
+
+
+def short_label(label: str, max_chars: int = MAX_LABEL_CHARS) -> str:
+    """``label`` cut to ``max_chars`` characters (the last one an ellipsis) if longer."""
+    label = str(label)
+    return label if len(label) <= max_chars else label[: max_chars - 1] + "…"
+
+
+def value_range_label(values, what: str = "weight") -> str:
+    """``"<what>: <min> to <max>"`` over the finite entries of ``values`` (3 significant
+    digits), the text written on every colour bar; ``"<what>: no finite value"`` if none."""
+    a = np.asarray(values, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return f"{what}: no finite value"
+    return f"{what}: {a.min():.3g} to {a.max():.3g}"
+
+
+def heatmap(ax, matrix, labels: Sequence[str] | None = None, *, title: str = "", cmap: str = "viridis",
+            colorbar: bool = True, value_label: str = "weight", max_labels: int = MAX_TICK_LABELS):
+    """Draw one ``(T, T)`` map on ``ax`` (query on the y axis, key on the x axis), with a
+    colour bar stating the map's value range.
 
     Args:
         ax: a matplotlib Axes.
         matrix: ``(T, T)`` tensor or array.
-        labels: T axis labels (words or tokens); None for no labels.
+        labels: T axis labels (words or tokens); None for no labels. With more than
+            ``max_labels`` labels only every k-th is written (:func:`tick_positions`), and
+            labels longer than :data:`MAX_LABEL_CHARS` are cut (:func:`short_label`).
         title: axes title.
         cmap: colour map.
-        colorbar: add a colour bar.
+        colorbar: add a colour bar labelled with the value range
+            (:func:`value_range_label`); the bar's ends are the map's minimum and maximum.
+        value_label: what the values are (written on the colour bar).
+        max_labels: most tick labels per axis.
 
     Returns:
         The ``AxesImage``.
+
+    Raises:
+        ValueError: if ``matrix`` is not square 2-D, or ``labels`` has the wrong length.
     """
-    m = matrix.detach().float().cpu().numpy() if isinstance(matrix, torch.Tensor) else matrix
+    m = matrix.detach().float().cpu().numpy() if isinstance(matrix, torch.Tensor) else np.asarray(matrix)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ValueError(f"matrix must be square (T, T), got shape {tuple(m.shape)}")
+    if labels is not None and len(labels) != m.shape[0]:
+        raise ValueError(f"labels has {len(labels)} entries for a {m.shape[0]}x{m.shape[0]} map")
     im = ax.imshow(m, cmap=cmap, interpolation="nearest", aspect="equal")
     if labels is not None:
         n = len(labels)
-        fs = max(4, min(8, int(160 / max(n, 1))))
-        ax.set_xticks(range(n), labels, rotation=90, fontsize=fs)
-        ax.set_yticks(range(n), labels, fontsize=fs)
+        pos = tick_positions(n, max_labels)
+        fs = max(5, min(8, int(200 / max(len(pos), 1))))
+        shown = [short_label(labels[i]) for i in pos]
+        ax.set_xticks(pos, shown, rotation=90, fontsize=fs)
+        ax.set_yticks(pos, shown, fontsize=fs)
     else:
         ax.set_xticks([])
         ax.set_yticks([])
     ax.set_title(title, fontsize=9)
     if colorbar:
-        ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+        cb = ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+        cb.ax.tick_params(labelsize=6)
+        cb.set_label(value_range_label(m, value_label), fontsize=7)
     return im
 
 
@@ -54,10 +108,12 @@ def grouped_heatmaps(
     row_titles: Sequence[str],
     group_titles: Sequence[tuple[str, int]] = (),
     suptitle: str = "",
+    caption: str = "",
     cell_inches: float = 2.6,
 ) -> matplotlib.figure.Figure:
     """A grid of heatmaps: one row per condition (e.g. with / without sinks), one column per
-    model, models grouped under titles (e.g. encoders, causal LMs).
+    model, models grouped under titles (e.g. encoders, causal LMs). Every panel has its own
+    colour bar with its value range (:func:`heatmap`).
 
     Args:
         panels: ``panels[r][c] = (title, (T, T) map, labels)``; every row has the same
@@ -65,26 +121,31 @@ def grouped_heatmaps(
         row_titles: one title per row, written left of the row.
         group_titles: ``(title, n_columns)`` per group of consecutive columns.
         suptitle: figure title.
-        cell_inches: size of one panel.
+        caption: text written under the panels (wrapped), e.g. models, order, protocol
+            and sizes; it is inside the saved image (:func:`save_figure` crops tightly).
+        cell_inches: size of one panel (its colour bar comes on top).
 
     Returns:
         The matplotlib Figure.
     """
     n_rows, n_cols = len(panels), len(panels[0])
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(cell_inches * n_cols + 0.6, cell_inches * n_rows + 1.0), squeeze=False)
+    width = cell_inches * 1.3 * n_cols + 0.6
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(width, cell_inches * n_rows + 1.0), squeeze=False)
     for r, row in enumerate(panels):
         for c, (title, m, labels) in enumerate(row):
             heatmap(axes[r][c], m, labels, title=title if r == 0 else "")
         axes[r][0].set_ylabel(row_titles[r], fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.9 if group_titles else 0.95))
     start = 0
-    for title, width in group_titles:
+    for title, width_cols in group_titles:
         left = axes[0][start].get_position().x0
-        right = axes[0][start + width - 1].get_position().x1
+        right = axes[0][start + width_cols - 1].get_position().x1
         fig.text((left + right) / 2, 0.93, title, ha="center", va="bottom", fontsize=11, fontweight="bold")
-        start += width
+        start += width_cols
     if suptitle:
         fig.suptitle(suptitle, y=0.995, fontsize=11)
+    if caption:
+        fig.text(0.01, -0.005, textwrap.fill(caption, width=max(60, int(width * 15))), ha="left", va="top", fontsize=8)
     return fig
 
 

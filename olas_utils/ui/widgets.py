@@ -9,7 +9,10 @@
 
 Pick a model (and optionally a second one, side by side), type a sentence (words are
 separated by spaces), choose what to show (order-k OLA or attention rollout), toggle
-attention-sink removal and word/subword level: the heatmaps update.
+attention-sink removal and word/subword level: the heatmaps update. Each heatmap has a
+colour bar with its value range; a caption under the figure names the models, the order,
+the protocol and the sizes. A text longer than a model takes is an error by default;
+``OLAExplorer(..., truncation="warn")`` cuts it at a word boundary and says so.
 
 Everything is computed by library functions: :func:`olas_utils.extract.extract_ola` (one
 subword-level pass per model and sentence, cached; the word level is its
@@ -28,6 +31,8 @@ pyplot, so no global figure state) and puts its PNG into an ``ipywidgets.Image``
 from __future__ import annotations
 
 import io
+import textwrap
+import warnings
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -58,6 +63,11 @@ class OLAExplorer:
         device: device for the default loader (None: CUDA if available, else CPU).
         cell_inches: size of one heatmap.
         cache_size: extractions kept (per model and sentence).
+        truncation: a text with more tokens than a model takes
+            (:func:`olas_utils.extract.max_tokens`): ``"error"`` (default) shows the error
+            and keeps the last figure; ``"warn"`` cuts the text at a word boundary for that
+            model (:func:`olas_utils.extract.extract_ola` with ``truncation="warn"``), draws
+            the cut text and shows the warning in :attr:`status` and :attr:`warning`.
 
     Attributes:
         widget: the ``ipywidgets.VBox`` to display.
@@ -71,11 +81,13 @@ class OLAExplorer:
         current_maps: ``{model name: (n, n) float32 tensor}`` as drawn (n words or
             tokens).
         current_labels: ``{model name: n axis labels}`` (words or tokens).
+        caption: the text written under the figure (models, order, protocol, sizes).
         error: the last error message, or None if the last update succeeded.
+        warning: the truncation warning(s) of the last update, or None.
 
     Raises:
         ImportError: if ipywidgets is not installed (``pip install ipywidgets``).
-        ValueError: on an unknown ``key`` or ``level``, or ``max_order < 1``.
+        ValueError: on an unknown ``key``, ``level`` or ``truncation``, or ``max_order < 1``.
     """
 
     def __init__(
@@ -93,6 +105,7 @@ class OLAExplorer:
         device: str | torch.device | None = None,
         cell_inches: float = 4.2,
         cache_size: int = 16,
+        truncation: str = "error",
     ) -> None:
         try:
             import ipywidgets as w
@@ -105,6 +118,9 @@ class OLAExplorer:
             raise ValueError(f"key must be one of {[v for _, v in keys]}, got {key!r}")
         if level not in ("word", "subword"):
             raise ValueError(f"level must be 'word' or 'subword', got {level!r}")
+        if truncation not in ("error", "warn"):
+            raise ValueError(f"truncation must be 'error' or 'warn', got {truncation!r}")
+        self.truncation = truncation
         if loader is None:
             from olas_utils.zoo import load_model
 
@@ -146,6 +162,9 @@ class OLAExplorer:
         self.current_maps: dict[str, torch.Tensor] = {}
         self.current_labels: dict[str, list[str]] = {}
         self.error: str | None = None
+        self.warning: str | None = None
+        self.caption = ""
+        self._notes: dict[str, str] = {}
         for control in (self.model, self.compare, self.sentence, self.key, self.remove_sinks, self.level):
             control.observe(self.update, names="value")
         self.update()
@@ -181,14 +200,16 @@ class OLAExplorer:
 
         Returns:
             ``((n, n) float32 tensor, n labels)``: n words (word level) or tokens, special
-            tokens included (subword level); after sink removal if it is on.
+            tokens included (subword level); after sink removal if it is on. With
+            ``truncation="warn"`` and a text too long for the model, those of the cut text
+            (the cut is noted for :attr:`warning`).
 
         Raises:
             ValueError: on an empty sentence, an order above the model's number of layers,
-                or a sentence the tokenizer rejects (see
-                :func:`olas_utils.extract.extract_ola`).
+                or a sentence the tokenizer rejects, or (``truncation="error"``) a text longer
+                than the model takes (see :func:`olas_utils.extract.extract_ola`).
         """
-        from olas_utils.extract import extract_ola
+        from olas_utils.extract import extract_ola, max_tokens
         from olas_utils.sinks import preprocess
 
         words = tuple(self.words())
@@ -197,9 +218,17 @@ class OLAExplorer:
         res = self._cache.get(cache_key)
         if res is None:
             orders = range(1, min(self.max_order, lm.num_layers) + 1)
-            sub = extract_ola(lm.model, lm.tokenizer, [list(words)], orders=orders, rollout=True, layers=(),
-                              level="subword", progress=False, model_name=name)
-            res = {"subword": sub, "word": sub.to_words()}
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                sub = extract_ola(lm.model, lm.tokenizer, [list(words)], orders=orders, rollout=True, layers=(),
+                                  level="subword", progress=False, model_name=name, truncation=self.truncation)
+            kept = len(sub.words[0])
+            cut = (f"the text has more tokens than the model takes ({max_tokens(lm.model, lm.tokenizer)}): "
+                   f"cut to its first {kept} of {len(words)} words" if kept < len(words) else "")
+            for c in caught:  # the cut is reported in the panel; anything else as usual
+                if not (cut and issubclass(c.category, UserWarning) and "truncation='warn'" in str(c.message)):
+                    warnings.warn_explicit(c.message, c.category, c.filename, c.lineno)
+            res = {"subword": sub, "word": sub.to_words(), "cut": cut}
             self._cache[cache_key] = res
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
@@ -209,6 +238,8 @@ class OLAExplorer:
         if key not in maps.maps:
             raise ValueError(f"{name} has {lm.num_layers} layers: {key} is not available (orders 1..{lm.num_layers})")
         m = maps[key][0]
+        if res["cut"]:
+            self._notes[name] = res["cut"]
         if self.remove_sinks.value:
             m = preprocess(m.unsqueeze(0), causal=maps.is_causal, remove_sinks=True, renormalize=True,
                            symmetrize=False)[0]
@@ -241,6 +272,7 @@ class OLAExplorer:
         :attr:`status` and kept in :attr:`error`; the previous figure stays."""
         if self._hold:
             return
+        self._notes = {}
         try:
             maps, labels = {}, {}
             for name in self.selected_models():
@@ -250,12 +282,33 @@ class OLAExplorer:
             self.status.value = f"<span style='color:#b00020'>{_escape(self.error)}</span>"
             return
         self.error = None
+        self.warning = " ".join(f"{n}: {msg}" for n, msg in self._notes.items()) or None
         self.current_maps, self.current_labels = maps, labels
+        self.caption = self._caption()
         self._draw()
         what = dict((v, k) for k, v in self.key.options)[self.key.value]
-        self.status.value = (f"{what}, {self.level.value} level, "
-                             f"{'sinks removed' if self.remove_sinks.value else 'with sinks'}: "
-                             f"{', '.join(f'{n} ({len(labels[n])}×{len(labels[n])})' for n in maps)}")
+        status = (f"{what}, {self.level.value} level, "
+                  f"{'sinks removed' if self.remove_sinks.value else 'with sinks'}: "
+                  f"{', '.join(f'{n} ({len(labels[n])}×{len(labels[n])})' for n in maps)}")
+        if self.warning:
+            status += f"<br><span style='color:#8a5a00'>warning: {_escape(self.warning)}</span>"
+        self.status.value = status
+
+    def _caption(self) -> str:
+        """Models (layers, kind), what is shown, protocol and sizes of the current maps."""
+        key = self.key.value
+        k = key.split(":")[1] if key != "rollout" else ""
+        what = ("attention rollout" if key == "rollout" else "order-1 OLA (the mean of the layers' attention)"
+                if k == "1" else f"order-{k} OLA (the mean over products of {k} distinct layers' attention)")
+        models = "; ".join(
+            f"{n} ({self.loaded(n).num_layers} layers, {'causal' if self.loaded(n).is_causal else 'encoder'}): "
+            f"{len(self.current_labels[n])}x{len(self.current_labels[n])}" for n in self.current_maps)
+        level = ("word level (subword rows averaged, columns summed, special tokens left out)"
+                 if self.level.value == "word" else "subword level (special tokens included)")
+        sinks = ("sink outliers (above row mean + 3 sd, and each row's maximum) zeroed, rows renormalised"
+                 if self.remove_sinks.value else "attention sinks kept")
+        cut = "".join(f" {n}: {msg}." for n, msg in self._notes.items())
+        return f"{what}; {level}; {sinks}. {len(self.words())} words typed. Maps: {models}.{cut}"
 
     def _draw(self) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -264,12 +317,16 @@ class OLAExplorer:
         from olas_utils.studies.plots import heatmap
 
         n = len(self.current_maps)
-        fig = Figure(figsize=(self._cell * n + 0.8 * n, self._cell + 0.4), layout="constrained")
+        fig = Figure(figsize=(self._cell * n + 1.2 * n, self._cell + 1.0), layout="constrained")
         FigureCanvasAgg(fig)
         axes = fig.subplots(1, n, squeeze=False)[0]
         what = dict((v, k) for k, v in self.key.options)[self.key.value]
         for ax, (name, m) in zip(axes, self.current_maps.items()):
             heatmap(ax, m, self.current_labels[name], title=f"{name} — {what}", colorbar=True)
+        caption = textwrap.fill(self.caption, width=int(fig.get_figwidth() * 15))
+        bottom = min(0.45, (0.15 + 0.14 * (caption.count("\n") + 1)) / fig.get_figheight())
+        fig.get_layout_engine().set(rect=(0, bottom, 1, 1 - bottom))
+        fig.text(0.01, 0.01, caption, ha="left", va="bottom", fontsize=7)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=90)
         self.figure = fig
