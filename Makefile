@@ -18,7 +18,7 @@ CHROMIUM ?= chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: install models reproduce test lab chromium clean-venv
+.PHONY: install models reproduce test lab chromium screenshot clean-venv
 
 $(STAMP): requirements.txt requirements-models.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,12 @@ lab: models
 	cd notebooks && PATH="$(abspath $(VENV))/bin:$$PATH" OLAS_DATA_DIR="$(OLAS_DATA_DIR)" \
 	  $(abspath $(PY)) -m jupyterlab --ServerApp.ip=$(LAB_IP) --ServerApp.port=$(LAB_PORT) \
 	  --ServerApp.root_dir=. $(LAB_ROOT) $(LAB_ARGS)
+
+# Regenerate the README's screenshot of the explorer in JupyterLab (the browser test, saved
+# into figures/; a plain `make test` saves it in a temporary folder).
+screenshot: models chromium
+	OLAS_CHROMIUM="$$(command -v $(CHROMIUM))" OLAS_SCREENSHOT="$(abspath figures/explorer_jupyterlab.png)" \
+	  $(PY) -m pytest -q tests/test_browser.py -k explorer
 
 clean-venv:
 	rm -rf $(VENV)

@@ -2,8 +2,10 @@
 headless Chromium (Debian's ``chromium``, driven by Playwright; no browser download) opens
 notebook 01 with the smoke profile, runs every cell, finds the OLA explorer, types a new
 sentence, changes the order and the sink toggle, and checks that the rendered heatmap
-changes each time and that the browser console shows no error. A screenshot is saved to
-``figures/explorer_jupyterlab.png`` (the README's).
+changes each time and that the browser console shows no error. A screenshot is saved in the
+test's temporary folder, or where ``$OLAS_SCREENSHOT`` says: ``make screenshot`` writes the
+README's ``figures/explorer_jupyterlab.png`` that way (a plain test run leaves the committed
+figure alone).
 
 The test fails (it is never skipped) when Chromium or Playwright is missing: ``make test``
 installs both. Set ``OLAS_CHROMIUM`` to use another Chromium binary. The kernel runs with
@@ -30,6 +32,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "01_ola_gallery.ipynb"
+#: the README's screenshot (written only when $OLAS_SCREENSHOT names it: ``make screenshot``).
 SCREENSHOT = ROOT / "figures" / "explorer_jupyterlab.png"
 NEW_SENTENCE = "Rain fell all night on the quiet old harbour ."
 SERVER_START_S = 90   # JupyterLab answering /api/status
@@ -177,7 +180,8 @@ def _heatmap_change(a: bytes, b: bytes) -> float:
 @pytest.mark.browser
 @pytest.mark.notebook
 @pytest.mark.real_model
-def test_explorer_in_jupyterlab(chromium, jupyterlab):
+def test_explorer_in_jupyterlab(chromium, jupyterlab, tmp_path):
+    shot = Path(os.environ.get("OLAS_SCREENSHOT") or tmp_path / SCREENSHOT.name)
     from playwright.sync_api import expect, sync_playwright
 
     base, token, log = jupyterlab
@@ -252,14 +256,14 @@ def test_explorer_in_jupyterlab(chromium, jupyterlab):
             if side.count():  # fold the file browser away: more room for the explorer
                 side.first.click()
             explorer.scroll_into_view_if_needed()
-            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            tmp = SCREENSHOT.with_name(f".{SCREENSHOT.name}.tmp.png")
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            tmp = shot.with_name(f".{shot.name}.tmp.png")
             page.screenshot(path=str(tmp))
-            tmp.replace(SCREENSHOT)
+            tmp.replace(shot)
         finally:
             browser.close()
     assert not console_errors, "browser console errors:\n" + "\n".join(console_errors)
-    assert SCREENSHOT.stat().st_size > 20_000
+    assert shot.stat().st_size > 20_000
 
 
 @pytest.mark.browser
