@@ -23,7 +23,7 @@ The per-layer mean attention baseline is ``"ola:1"`` (identical by definition).
 from __future__ import annotations
 
 import dataclasses
-import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -33,7 +33,9 @@ from tqdm.auto import tqdm
 
 from olas_utils import __version__
 from olas_utils.align import pool_to_words, tokenize_words
-from olas_utils.architecture import check_model, is_causal_model, num_attention_layers
+from olas_utils.architecture import (
+    check_model, check_tokenizer, declared_bidirectional, is_causal_model, num_attention_layers,
+)
 from olas_utils.capture import AttentionCapture
 from olas_utils.ola import check_orders
 
@@ -199,13 +201,16 @@ class OLAMaps:
             ``path`` as a ``Path``.
 
         Raises:
-            OSError: if the file cannot be written.
+            IsADirectoryError: if ``path`` is a folder (give a file name, e.g. ``maps.pt``).
+            OSError: if the file cannot be written (nothing is left behind; names the path).
         """
+        from olas_utils.atomic import save_atomic
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        torch.save(dataclasses.asdict(self), tmp)
-        os.replace(tmp, path)
+        if path.is_dir():
+            raise IsADirectoryError(f"cannot save OLA maps to {path}: it is a folder; give a file name such as "
+                                    f"{path / 'maps.pt'}")
+        save_atomic(dataclasses.asdict(self), path, what="OLA maps file")
         return path
 
     @classmethod
@@ -217,12 +222,31 @@ class OLAMaps:
 
         Raises:
             FileNotFoundError: if ``path`` does not exist.
-            ValueError: if the file is not an OLAS maps file.
+            IsADirectoryError: if ``path`` is a folder.
+            ValueError: if the file is not an OLAS maps file (or is damaged), naming it.
         """
-        data = torch.load(Path(path), weights_only=True)
+        path = Path(path)
+        if path.is_dir():
+            raise IsADirectoryError(f"{path} is a folder, not an OLAS maps file; pass the file OLAMaps.save wrote")
+        try:
+            data = torch.load(path, weights_only=True)
+        except (FileNotFoundError, PermissionError):
+            raise
+        except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, ValueError, OSError) as e:
+            raise ValueError(f"{path} is not an OLAS maps file written by OLAMaps.save, or it is damaged "
+                             f"({type(e).__name__}); extract the maps again") from e
         if not isinstance(data, dict) or "maps" not in data or "library_version" not in data:
             raise ValueError(f"{path} is not an OLAS maps file (written by OLAMaps.save)")
         return cls(**data)
+
+
+def _causality_mismatch(model: torch.nn.Module, causal: bool) -> None:
+    why = declared_bidirectional(model.config) if not causal else f"class {type(model).__name__}"
+    seen = "causal: no weight above the diagonal" if causal is False else "bidirectional: weight above the diagonal"
+    raise ValueError(
+        f"{type(model).__name__} is {'causal' if causal else 'bidirectional'} by its config ({why}) but its attention "
+        f"is {seen}; OLAS refuses rather than mislabel it (sinks and symmetrisation depend on it). Fix the config "
+        "(e.g. drop is_causal=False / use_bidirectional_attention) or load the class that honours it")
 
 
 @torch.no_grad()
@@ -291,11 +315,21 @@ def extract_ola(
         ValueError: on an encoder-decoder model or one without self-attention, an
             architecture without an eager attention path, an order outside ``0..N``, an
             unknown level or truncation, an empty sentence or word, a word without
-            subword, or (``truncation="error"``) a sentence longer than the model's maximum.
+            subword, or (``truncation="error"``) a sentence longer than the model's maximum;
+            a tokenizer that does not fit the model's embedding table (naming both); a
+            config that says bidirectional on a model whose attention is causal (or the
+            reverse), found on the first batch.
+        TypeError: ``sentences`` not a list of word lists, ``orders`` not a collection of
+            integers, ``batch_size`` not a positive ``int``.
         RuntimeError: if ``model`` is in training mode (dropout would randomise attention).
     """
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Iterable):
+        raise TypeError(f"sentences must be a list of sentences, each a list of words (e.g. [['The', 'cat']]), "
+                        f"got {type(sentences).__name__}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise TypeError(f"batch_size must be a positive int (sentences per forward pass), got {batch_size!r}")
     check_model(model)
     if model.training:
         raise RuntimeError("the model is in training mode (dropout on attention); call model.eval() first")
@@ -310,7 +344,9 @@ def extract_ola(
     dev = next(model.parameters()).device
     causal = is_causal_model(model)
 
+    check_tokenizer(model, tokenizer)
     batch_all = tokenize_words(tokenizer, sentences, max_length=max_tokens(model, tokenizer), truncation=truncation)
+    check_tokenizer(model, tokenizer, batch_all.input_ids)
     lengths = batch_all.lengths
     keys = [f"ola:{k}" for k in wanted] + (["rollout"] if rollout else []) + [f"layer:{i}" for i in layers]
     out: dict[str, list] = {k: [None] * len(lengths) for k in keys}
@@ -325,6 +361,8 @@ def extract_ola(
                 "attention_mask": batch_all.attention_mask[idx, :t].to(dev),
             }
             acc = cap.forward(**inputs)
+            if cap.observed_causal is not None and cap.observed_causal != causal:
+                _causality_mismatch(model, causal)
             results = {f"ola:{k}": acc.ola(k) for k in wanted}
             if rollout:
                 results["rollout"] = acc.rollout_map()

@@ -21,6 +21,7 @@ Importing this module does no work.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import time
@@ -36,13 +37,16 @@ from olas_utils.similarity.cache_folder import (
     _MANIFEST,
     _PROGRESS,
     FORMAT_VERSION,
+    CacheCorruptError,
     _clear,
     _init,
     _io,
     _locked,
     _read_json,
     _write_json_atomic,
+    file_checksums,
     key_filename,
+    verify_files,
 )
 from olas_utils.similarity.images import PREPROCESSING, PROTOCOLS, RESIZE, to_image
 from olas_utils.similarity.manifest import (
@@ -156,6 +160,11 @@ def extract_to_cache(
             message names each differing field, both values, and the fixes: another
             ``cache_root`` or ``overwrite=True``).
         CacheBusyError: another process is writing the same folder.
+        CacheCorruptError: a file of the cache is damaged (JSON that does not parse, an
+            array missing, truncated, or changed since completion: sizes and SHA-256 are
+            recorded in ``progress.json`` at completion and checked on open), naming it;
+            ``overwrite=True`` rebuilds. A complete, intact cache in a folder that cannot be
+            written (read-only filesystem) is reused as is.
         FileExistsError: ``cache_root`` holds files that are not an OLAS cache.
         ValueError: unknown protocol or baseline, bad sizes, an empty corpus, or a chunk too
             long for the model (from tokenisation).
@@ -227,32 +236,60 @@ def extract_to_cache(
         root = shard_root(root, index, count)
         manifest["shard"] = [index, count]
         plan = [batch for b, batch in enumerate(plan) if b % count == index]
-    with _io(root, "create the cache folder"):
-        root.mkdir(parents=True, exist_ok=True)
+    try:
+        with _io(root, "create the cache folder"):
+            root.mkdir(parents=True, exist_ok=True)
+        with _locked(root):
+            _prepare_folder(root, manifest, plan, keys, image_size, overwrite)
+            state = _read_json(root / _PROGRESS)
+            if int(state["batches_done"]) < len(plan):
+                _run(root, lm, chunks, plan, state, keys=keys, orders=orders, rollout=rollout, layers=layers,
+                     level=level, image_size=image_size, progress=progress, on_batch=on_batch)
+            return CachedImages(root)
+    except OSError as e:
+        if overwrite or e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        return _reuse_read_only(root, manifest, e)
 
-    with _locked(root):
-        mpath = root / _MANIFEST
-        if mpath.is_file():
-            stored = _read_json(mpath)
-            diff = _diff(stored, manifest)
-            if diff and not overwrite:
-                lines = "\n".join(f"  {k}: cache has {_short(a)}, asked for {_short(b)}" for k, (a, b) in diff.items())
-                raise CacheMismatchError(
-                    f"the OLAS image cache {root} was made with different settings ({', '.join(diff)}):\n{lines}\n"
-                    f"It is never reused silently. Use another cache_root (or leave cache_root=None for a "
-                    f"folder per settings), or pass overwrite=True to delete it and rebuild.",
-                    path=root, fields=diff)
-            if overwrite:
-                _clear(root, stored.get("keys"))
-        if not mpath.is_file():
-            _init(root, manifest, plan, keys, image_size)
 
+def _prepare_folder(root: Path, manifest: dict, plan, keys, image_size: int, overwrite: bool) -> None:
+    """Make ``root`` hold a cache for ``manifest`` that is intact so far: refuse other
+    settings or damaged files (unless ``overwrite``, which clears any of them), create it
+    if absent."""
+    mpath = root / _MANIFEST
+    if mpath.is_file() and overwrite:
+        try:
+            stored_keys = _read_json(mpath).get("keys")
+        except (CacheCorruptError, AttributeError):
+            stored_keys = None
+        _clear(root, stored_keys)
+    elif mpath.is_file():
+        stored = _read_json(mpath)
+        diff = _diff(stored, manifest) if isinstance(stored, dict) else {"manifest": (stored, "a dict")}
+        if diff:
+            lines = "\n".join(f"  {k}: cache has {_short(a)}, asked for {_short(b)}" for k, (a, b) in diff.items())
+            raise CacheMismatchError(
+                f"the OLAS image cache {root} was made with different settings ({', '.join(diff)}):\n{lines}\n"
+                f"It is never reused silently. Use another cache_root (or leave cache_root=None for a "
+                f"folder per settings), or pass overwrite=True to delete it and rebuild.",
+                path=root, fields=diff)
         state = _read_json(root / _PROGRESS)
-        done = int(state["batches_done"])
-        if done < len(plan):
-            _run(root, lm, chunks, plan, state, keys=keys, orders=orders, rollout=rollout, layers=layers,
-                 level=level, image_size=image_size, progress=progress, on_batch=on_batch)
-    return CachedImages(root)
+        n = manifest["n_chunks"]
+        shapes = {key_filename(k): (n, image_size, image_size) for k in keys} | {_LENGTHS: (n,)}
+        files = state.get("files") if state.get("complete") else None
+        verify_files(root, files, None if files else shapes)  # a damaged cache is refused, never resumed
+    if not mpath.is_file():
+        _init(root, manifest, plan, keys, image_size)
+
+
+def _reuse_read_only(root: Path, manifest: dict, error: OSError) -> CachedImages:
+    """A complete, intact cache with these settings in a folder OLAS cannot write to."""
+    if (root / _MANIFEST).is_file() and not _diff(_read_json(root / _MANIFEST), manifest):
+        cached = CachedImages(root)  # checks sizes and checksums
+        if cached.complete:
+            return cached
+    raise type(error)(error.errno, f"{error} (the folder cannot be written: only a complete cache made with the "
+                                   f"same settings can be reused from it; choose another cache_root)") from error
 
 
 def _run(root: Path, lm, chunks, plan, state, *, keys, orders, rollout, layers, level, image_size,
@@ -296,9 +333,12 @@ def _run(root: Path, lm, chunks, plan, state, *, keys, orders, rollout, layers, 
                 with _io(root / _LENGTHS, "write"):
                     lengths.flush()
                 chunks_done += len(idx)
+                last = b + 1 == n_batches
+                files = file_checksums(root, [key_filename(k) for k in keys] + [_LENGTHS]) if last else None
                 _write_json_atomic(root / _PROGRESS, {
                     "batches_done": b + 1, "n_batches": n_batches, "chunks_done": chunks_done,
-                    "complete": b + 1 == n_batches, "devices": devices, "updated": time.time()})
+                    "complete": last, "devices": devices, "updated": time.time(),
+                    **({"files": files} if last else {})})
                 bar.update(1)
                 if on_batch is not None:
                     on_batch(b + 1, n_batches)
