@@ -29,11 +29,10 @@ A model loaded with an implementation that returns no attention weights (``"sdpa
 instead, with a ``UserWarning`` saying so; an architecture without an eager attention path
 is a clear ``ValueError`` before anything is changed.
 
-Threads: a capture holds a per-model re-entrant lock from entering to leaving its ``with``
-block, so two threads extracting with the same model take turns (each gets exact results)
-and the implementation each restores is the one the model had before either began.
-Causality actually seen: :attr:`AttentionCapture.observed_causal` says whether any
-captured layer put weight above the diagonal. What a model is (layers, causality,
+Threads: a capture holds a per-model re-entrant lock inside its ``with`` block, so two
+threads extracting with one model take turns (exact results; the implementation restored
+is the one from before either began). :attr:`AttentionCapture.observed_causal` says whether
+any captured layer put weight above the diagonal. What a model is (layers, causality,
 capture path, whether it can be captured at all) is read by :mod:`olas_utils.architecture`.
 """
 
@@ -52,12 +51,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from olas_utils.architecture import (
-    HOOK_SPECS,
-    attention_configs,
-    capture_path,
-    check_model,
-    missing_eager_attention,
-    num_attention_layers,
+    HOOK_SPECS, attention_configs, capture_path, check_model, missing_eager_attention, num_attention_layers,
 )
 from olas_utils.ola import OrderAccumulator, check_orders
 
@@ -101,6 +95,12 @@ class _ForwardState:
     def fold(self, module: torch.nn.Module, weights: torch.Tensor) -> None:
         if weights is None:
             raise RuntimeError(f"{type(module).__name__} returned no attention weights to capture")
+        t = self.valid.shape[1]
+        if weights.dim() != 4 or tuple(weights.shape[-2:]) != (t, t):
+            raise ValueError(
+                f"{type(module).__name__} returned attention of shape {tuple(weights.shape)}, not (batch, head, {t}, "
+                f"{t}) over the {t} input tokens: OLA is not defined for this architecture (it needs every layer's "
+                "attention as one T×T map over the input)")
         self.calls.append(id(module))
         a = head_average(weights, self.valid)
         if a.shape[-1] >= 2 and not self.upper:
@@ -156,11 +156,7 @@ def _olas_attention(module, query, key, value, attention_mask, **kwargs):
 
 def _register_interface() -> None:
     from transformers import AttentionInterface
-    from transformers.masking_utils import (
-        ALL_MASK_ATTENTION_FUNCTIONS,
-        AttentionMaskInterface,
-        eager_mask,
-    )
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface, eager_mask
 
     AttentionInterface.register(CAPTURE_IMPLEMENTATION, _olas_attention)
     if CAPTURE_IMPLEMENTATION not in ALL_MASK_ATTENTION_FUNCTIONS:

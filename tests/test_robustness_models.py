@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoTokenizer
@@ -91,6 +92,24 @@ def test_declared_bidirectional_but_causal_attention_is_refused():
         extract_ola(m, _zoo_tokenizer("smollm2-135m"), SENTS, orders=(1,), progress=False)
 
 
+def test_bidirectional_folder_loads_as_encoder_and_cache_manifest_says_so(tmp_path):
+    from olas_utils.similarity.cache import extract_to_cache
+    from olas_utils.similarity.images import to_image
+    from olas_utils.zoo import load_model
+
+    folder = tmp_path / "bidir-gemma3"
+    gemma3(bidirectional=True, vocab_size=49152).save_pretrained(folder)
+    _zoo_tokenizer("smollm2-135m").save_pretrained(folder)
+    lm = load_model(folder, device="cpu")
+    assert lm.is_causal is False
+    c = extract_to_cache(lm, SENTS, cache_root=tmp_path / "c", orders=(1,), baselines=(), batch_size=2,
+                         progress=False)
+    assert c.manifest["is_causal"] is False
+    res = extract_ola(lm.model, lm.tokenizer, SENTS, orders=(1,), progress=False, batch_size=2)
+    want = to_image(res["ola:1"][0], causal=False, image_size=50).numpy()
+    assert np.allclose(c.images("ola:1")[0], want, atol=1e-6)  # not symmetrised as a causal map
+
+
 # -- 2. tokenizer and model must match ------------------------------------------------------------
 
 @pytest.mark.real_model
@@ -167,6 +186,16 @@ def test_unsupported_architectures_say_so(kind, name):
     tok = _zoo_tokenizer("minilm-l6")
     with pytest.raises(ValueError, match=rf"(?is){name}.*OLA is not defined"):
         extract_ola(m, tok, SENTS, orders=(1,), progress=False)
+
+
+@pytest.mark.parametrize("kind", ["longformer", "funnel", "canine"])
+def test_attention_that_is_not_txt_is_refused_even_without_a_table_entry(kind, monkeypatch):
+    from olas_utils import architecture
+
+    monkeypatch.setattr(architecture, "UNSUPPORTED_ATTENTION", {})
+    m = _tiny_unsupported(kind).eval()
+    with pytest.raises(ValueError, match=r"(?s)not \(batch, head, \d+, \d+\).*OLA is not defined"):
+        extract_ola(m, _zoo_tokenizer("minilm-l6"), SENTS, orders=(1,), progress=False)
 
 
 # -- 7. words that look like special tokens -----------------------------------------------------

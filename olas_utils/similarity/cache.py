@@ -194,7 +194,7 @@ def extract_to_cache(
     model, tokenizer = lm.model, lm.tokenizer
     if model.training:
         raise RuntimeError("the model is in training mode (dropout on attention); call model.eval() first")
-    from olas_utils.architecture import num_attention_layers
+    from olas_utils.architecture import is_causal_model, num_attention_layers
     from olas_utils.extract import parse_key
     from olas_utils.ola import check_orders
     from olas_utils.zoo import weights_fingerprint
@@ -209,7 +209,7 @@ def extract_to_cache(
         "format": FORMAT_VERSION,
         "model": str(lm.name),
         "weights_sha256": weights_fingerprint(lm),
-        "is_causal": bool(lm.is_causal),
+        "is_causal": bool(is_causal_model(model)),  # what the images are made with (to_image)
         "num_layers": int(n_layers),
         "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
         "orders": orders,

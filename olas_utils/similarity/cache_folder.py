@@ -81,12 +81,16 @@ def _write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON to ``path`` atomically: temporary file, fsync, :func:`os.replace`."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with _io(path, "write"):
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1, sort_keys=True, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(obj, f, indent=1, sort_keys=True, ensure_ascii=False)
+                f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a failed write leaves no .tmp behind
+            raise
 
 
 def _read_json(path: Path) -> Any:
