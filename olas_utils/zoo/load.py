@@ -74,6 +74,27 @@ def _num_layers(config) -> int:
     raise ValueError(f"cannot tell the number of layers of a {type(config).__name__}")
 
 
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub can be asked at all: False with ``HF_HUB_OFFLINE=1`` or
+    when its host cannot be reached within ``timeout`` seconds (so an unknown id fails at
+    once offline instead of after the hub client's retries); True behind a proxy."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY")):
+        return True
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
 def _looks_like_path(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~", ".\\", os.sep)) or name.endswith(("/", os.sep))
 
@@ -143,7 +164,10 @@ def load_model(name_or_path: str | os.PathLike, *, device: str | torch.device | 
         source = display = raw
 
     try:
-        config = AutoConfig.from_pretrained(source)
+        if entry is None and not Path(source).is_dir() and not _hub_reachable():
+            config = AutoConfig.from_pretrained(source, local_files_only=True)  # offline: fail at once
+        else:
+            config = AutoConfig.from_pretrained(source)
     except OSError as e:
         if entry is not None or Path(source).is_dir():
             raise
