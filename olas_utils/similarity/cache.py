@@ -179,6 +179,8 @@ def extract_to_cache(
         raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if chunks is None or isinstance(chunks, (str, bytes, int)):
+        raise TypeError(f"chunks must be a list of chunks, each a list of words, got {type(chunks).__name__}")
     chunks = [list(c) for c in chunks]
     if not chunks:
         raise ValueError("the corpus is empty")

@@ -193,12 +193,12 @@ def similarity_table(
     families: dict[str, str] = {}
     for name in tqdm(models, desc="models", disable=not progress, unit="model"):
         lm = load_model(name, device=device)
-        families[name] = "causal" if lm.is_causal else "encoder"
         maps = extract_ola(lm.model, lm.tokenizer, sentences, orders=orders, rollout=False, layers=(), level=level,
                            batch_size=batch_size, progress=progress, model_name=name, truncation=truncation)
+        families[name] = "causal" if maps.is_causal else "encoder"  # as the maps were made (checked on them)
         for key in keys:
             images[key][name] = torch.stack(
-                [to_image(m, causal=lm.is_causal, image_size=image_size) for m in maps[key]]).numpy()
+                [to_image(m, causal=maps.is_causal, image_size=image_size) for m in maps[key]]).numpy()
         del lm, maps
         gc.collect()
     rows = []
