@@ -74,6 +74,23 @@ def test_damaged_arrays_are_detected_and_overwrite_recovers(tmp_path, built, ber
     assert _same(built, ref)
 
 
+def test_damaged_array_of_an_incomplete_cache_is_refused_not_resumed(tmp_path, built, bert, chunks):
+    root = tmp_path / "partial"
+
+    def stop(done, total):
+        if done == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        extract_to_cache(bert, chunks, cache_root=root, batch_size=4, progress=False, on_batch=stop)
+    with open(root / "ola_2.npy", "r+b") as fh:
+        fh.truncate(100)
+    with pytest.raises(ValueError, match="ola_2.npy"):
+        extract_to_cache(bert, chunks, cache_root=root, batch_size=4, progress=False)
+    extract_to_cache(bert, chunks, cache_root=root, batch_size=4, progress=False, overwrite=True)
+    assert _same(root, built)
+
+
 @pytest.mark.parametrize("name", ["manifest.json", "progress.json"])
 def test_corrupt_json_is_named_and_overwrite_recovers(tmp_path, built, bert, chunks, name):
     ref = tmp_path / "ref"

@@ -278,8 +278,8 @@ def _prepare_folder(root: Path, manifest: dict, plan, keys, image_size: int, ove
         state = _read_json(root / _PROGRESS)
         n = manifest["n_chunks"]
         shapes = {key_filename(k): (n, image_size, image_size) for k in keys} | {_LENGTHS: (n,)}
-        files = state.get("files") if state.get("complete") else None
-        verify_files(root, files, None if files else shapes)  # a damaged cache is refused, never resumed
+        if not state.get("complete"):  # a damaged cache is refused, never resumed; a complete one is
+            verify_files(root, None, shapes)  # checked against its checksums by CachedImages on return
     if not mpath.is_file():
         _init(root, manifest, plan, keys, image_size)
 
