@@ -12,7 +12,9 @@ fast tokenizers return on the text ``" ".join(words)``:
   spaces);
 * a subword that covers only whitespace (SentencePiece's lone ``▁``) belongs to the word
   that follows it;
-* special tokens (``special_tokens_mask == 1``) get word id ``-1``;
+* special tokens (``special_tokens_mask == 1``) get word id ``-1``; only those the
+  tokenizer adds itself: a word that looks like one (``[SEP]``, ``<s>``,
+  ``<|endoftext|>``) is tokenised as text (``split_special_tokens=True``);
 * a word that receives no subword (an empty string, or characters the tokenizer's
   normaliser deletes) is an error, never a silent shift of the following words.
 """
@@ -136,6 +138,7 @@ def _encode(tokenizer, texts: list[str]):
     return tokenizer(
         texts,
         add_special_tokens=True,
+        split_special_tokens=True,  # a word typed as "[SEP]" or "<s>" is text, not a control token
         return_offsets_mapping=True,
         return_special_tokens_mask=True,
         return_attention_mask=True,
@@ -193,6 +196,8 @@ def tokenize_words(
             f"{type(tokenizer).__name__} is not a fast tokenizer; OLAS needs offset mappings. "
             "Load it with AutoTokenizer.from_pretrained(..., use_fast=True)."
         )
+    if isinstance(sentences, (str, bytes)) or not hasattr(sentences, "__iter__"):
+        raise TypeError(f"sentences must be a list of sentences, each a list of words, got {type(sentences).__name__}")
     sentences = [_validate_words(s, i) for i, s in enumerate(sentences)]
     if not sentences:
         raise ValueError("no sentences given; pass a list of sentences, each a list of words")

@@ -3,19 +3,30 @@ config (never from a list of model names): the number of attention layers N
 (:func:`num_attention_layers`), whether attention is causal (:func:`is_causal_config`,
 :func:`is_causal_model`), which capture path fits it (:func:`capture_path`, with the
 per-architecture :data:`HOOK_SPECS` as data), and whether it can be captured at all
-(:func:`check_model`: plain ``torch.nn`` modules, models without self-attention and
-encoder-decoders are refused with a message saying what to pass instead).
+(:func:`check_model`: plain ``torch.nn`` modules, models without self-attention,
+encoder-decoders and architectures whose attention is not one T×T map over the input
+(:data:`UNSUPPORTED_ATTENTION`) are refused with a message saying why and what to pass
+instead), and whether a tokenizer fits the model's embedding table (:func:`check_tokenizer`).
+
+Causality is read from the config before the class: a config that says it attends
+bidirectionally (``use_bidirectional_attention=True``, ``is_causal=False``, or only
+encoder-only architecture names) is an encoder even when loaded as ``…ForCausalLM``. What
+the attention really does is checked again on the captured maps
+(:meth:`olas_utils.capture.AttentionCapture.forward` records whether anything lies above
+the diagonal), so a config that claims more than the model does is refused, not trusted.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["HookSpec", "HOOK_SPECS", "num_attention_layers", "is_causal_config", "is_causal_model",
-           "capture_path", "check_model"]
+__all__ = ["HookSpec", "HOOK_SPECS", "UNSUPPORTED_ATTENTION", "num_attention_layers", "is_causal_config",
+           "is_causal_model", "declared_bidirectional", "capture_path", "check_model", "check_tokenizer",
+           "attention_configs", "missing_eager_attention"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,25 @@ class HookSpec:
 #: Self-attention module class name → how to hook it.
 HOOK_SPECS: dict[str, HookSpec] = {
     "MPNetSelfAttention": HookSpec(force_kwarg="output_attentions", weights_index=1),
+}
+
+
+#: ``model_type`` → (config attribute and value that make it unsupported, or None for
+#: always; why OLA is not defined for it). Data, read by :func:`check_model`.
+UNSUPPORTED_ATTENTION: dict[str, tuple[tuple[str, Any] | None, str]] = {
+    "longformer": (None, "its attention is local (a sliding window per token, plus a few global tokens) and is "
+                         "returned per window, not as a T×T map over the input"),
+    "big_bird": (("attention_type", "block_sparse"),
+                 "its block-sparse attention (window, random and global blocks) never forms a T×T map; load it "
+                 "with attention_type='original_full' to get full attention"),
+    "funnel": (None, "it pools the sequence between blocks, so later layers attend over fewer positions than "
+                     "there are tokens and the layers' maps cannot be multiplied"),
+    "canine": (None, "it downsamples characters before its deep transformer stack, so most layers attend over "
+                     "downsampled positions, not over the input"),
+    "xlnet": (None, "its two-stream relative attention with permutation masks (and memory) is not one T×T map "
+                    "over the input in a fixed order"),
+    "reformer": (None, "its LSH (hashed, chunked) attention is not a T×T map over the input"),
+    "transfo-xl": (None, "its attention also runs over a memory of earlier segments, not only over the input"),
 }
 
 
@@ -63,12 +93,38 @@ def num_attention_layers(model: torch.nn.Module) -> int:
 
 
 _CAUSAL_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+_ENCODER_ARCH_MARKERS = ("ForMaskedLM", "Bidirectional", "EncoderModel", "Encoder")
+
+
+def declared_bidirectional(config) -> str | None:
+    """Why a config says its self-attention is bidirectional, or None if it does not.
+
+    Args:
+        config: a ``PretrainedConfig``.
+
+    Returns:
+        ``"use_bidirectional_attention=True"``, ``"is_causal=False"``, or
+        ``"architectures=[...] are encoder-only"`` (every name ends in / contains
+        ``ForMaskedLM``, ``Bidirectional``, ``Encoder``), else None.
+    """
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for c in ([config] if text is config else [config, text]):
+        if getattr(c, "use_bidirectional_attention", None) is True:
+            return "use_bidirectional_attention=True"
+        if getattr(c, "is_causal", None) is False:
+            return "is_causal=False"
+    archs = list(getattr(config, "architectures", None) or [])
+    if archs and all(any(m in a for m in _ENCODER_ARCH_MARKERS) for a in archs):
+        return f"architectures={archs} are encoder-only"
+    return None
 
 
 def is_causal_config(config) -> bool:
     """Whether a ``transformers`` config describes a decoder-only (causal) transformer.
 
-    Read from the config, never from a list of model types: a config is causal if
+    Read from the config, never from a list of model types: a config is bidirectional if
+    it says so (:func:`declared_bidirectional`: ``use_bidirectional_attention=True``,
+    ``is_causal=False``, encoder-only architecture names); otherwise causal if
     ``config.is_decoder`` is set, or one of ``config.architectures`` ends in
     ``ForCausalLM`` / ``LMHeadModel``, or (no architecture saying otherwise) its
     ``model_type`` has a causal-LM class in ``transformers`` but no masked-LM class
@@ -88,6 +144,8 @@ def is_causal_config(config) -> bool:
         raise ValueError(
             f"{getattr(config, 'model_type', type(config).__name__)!r} is an encoder-decoder model; "
             f"OLAS supports encoder-only and decoder-only transformers.")
+    if declared_bidirectional(config):
+        return False
     if getattr(config, "is_decoder", False):
         return True
     archs = list(getattr(config, "architectures", None) or [])
@@ -106,8 +164,10 @@ def is_causal_config(config) -> bool:
 
 
 def is_causal_model(model: torch.nn.Module) -> bool:
-    """Whether a loaded model's self-attention is causal: :func:`is_causal_config` on its
-    config, or its class is a ``...ForCausalLM`` / ``...LMHeadModel``.
+    """Whether a loaded model's self-attention is causal: False if its config says it is
+    bidirectional (:func:`declared_bidirectional`, whatever the class), True if its class is
+    a ``...ForCausalLM`` / ``...LMHeadModel``, else :func:`is_causal_config`. Whether the
+    model honours a bidirectional config is checked on its attention during extraction.
 
     Args:
         model: a ``transformers`` model.
@@ -118,6 +178,9 @@ def is_causal_model(model: torch.nn.Module) -> bool:
     Raises:
         ValueError: for encoder-decoder models.
     """
+    if declared_bidirectional(model.config):
+        is_causal_config(model.config)  # still refuses encoder-decoders
+        return False
     if type(model).__name__.endswith(_CAUSAL_ARCH_SUFFIXES):
         return True
     return is_causal_config(model.config)
@@ -160,8 +223,9 @@ def check_model(model: Any) -> None:
         TypeError: if ``model`` is not a ``torch.nn.Module`` with a ``transformers`` config
             (e.g. a plain ``torch.nn.Linear``, a torchvision model, a tokenizer passed by
             mistake), naming what to pass instead.
-        ValueError: for an encoder-decoder model, a config without ``num_hidden_layers``,
-            or a model without self-attention (no attention interface, no hook spec and no
+        ValueError: for an architecture in :data:`UNSUPPORTED_ATTENTION` (naming it and why
+            OLA is not defined for it), an encoder-decoder model, a config without
+            ``num_hidden_layers``, or a model without self-attention (no attention interface, no hook spec and no
             submodule whose class name contains "Attention": e.g. a state-space model
             such as Mamba, or a CNN).
     """
@@ -183,6 +247,14 @@ def check_model(model: Any) -> None:
             "transformers (for an encoder-decoder, pass its encoder or decoder stack only if it is a "
             "standalone model, e.g. a BERT- or GPT-style checkpoint)"
         )
+    mt = getattr(cfg, "model_type", None)
+    if mt in UNSUPPORTED_ATTENTION:
+        when, why = UNSUPPORTED_ATTENTION[mt]
+        if when is None or getattr(cfg, when[0], None) == when[1]:
+            raise ValueError(
+                f"{type(model).__name__} (model_type {mt!r}) is not supported: OLA is not defined for it because "
+                f"{why}. OLAS needs every layer's self-attention as one T×T map over the input tokens "
+                "(encoder-only or decoder-only transformers such as BERT, MPNet, Llama, Qwen2, Gemma 3)")
     num_attention_layers(model)
     if capture_path(model) == "output_attentions" and not any("attention" in type(m).__name__.lower() for m in model.modules()):
         raise ValueError(
@@ -191,3 +263,63 @@ def check_model(model: Any) -> None:
             "olas_utils.architecture.HOOK_SPECS (is it a transformer? state-space and convolutional models have no "
             "attention to analyse)"
         )
+
+
+def check_tokenizer(model: torch.nn.Module, tokenizer, input_ids: torch.Tensor | None = None) -> None:
+    """Check that ``tokenizer`` can feed ``model``: its vocabulary (``len(tokenizer)``,
+    added tokens included) fits the model's input embedding table, and so do the ids it
+    produced (``input_ids``). A mismatched pair gives meaningless maps (ids that mean other
+    words) or torch's bare "index out of range in self".
+
+    Args:
+        model: a ``transformers`` model (``get_input_embeddings()`` is read; a model without
+            an ``nn.Embedding`` input table is not checked).
+        tokenizer: the tokenizer that will encode the sentences.
+        input_ids: optional ``(batch, T)`` ids to check too.
+
+    Raises:
+        ValueError: naming the tokenizer, the model and both sizes.
+    """
+    get = getattr(model, "get_input_embeddings", None)
+    try:
+        emb = get() if get is not None else None
+    except NotImplementedError:
+        emb = None
+    rows = getattr(emb, "num_embeddings", None)
+    if not isinstance(rows, int):
+        return
+    n_tok = len(tokenizer) if hasattr(tokenizer, "__len__") else None
+    top = int(input_ids.max()) if input_ids is not None and input_ids.numel() else -1
+    if (n_tok is not None and n_tok > rows) or top >= rows:
+        tname = f"{type(tokenizer).__name__} {str(getattr(tokenizer, 'name_or_path', '') or '')!r}"
+        mname = f"{type(model).__name__} {str(getattr(model, 'name_or_path', '') or '')!r}"
+        what = f"has {n_tok} tokens" if n_tok is not None and n_tok > rows else f"produced token id {top}"
+        raise ValueError(
+            f"the tokenizer {tname} {what} but the model {mname} has an embedding table of {rows} rows: they do not "
+            "belong together (ids would index outside the table or mean other tokens). Pass the model's own "
+            "tokenizer, e.g. load_model(name).tokenizer or AutoTokenizer.from_pretrained(<the model's folder>)")
+
+
+def attention_configs(model: torch.nn.Module) -> list:
+    """Every config object whose attention implementation a switch may change: the model's,
+    each sub-model's, and their registered sub-configs, at any depth (each once)."""
+    seen: dict[int, Any] = {}
+    todo = [getattr(m, "config", None) for m in model.modules()]
+    while todo:
+        cfg = todo.pop()
+        if cfg is None or id(cfg) in seen or not hasattr(cfg, "sub_configs"):
+            continue
+        seen[id(cfg)] = cfg
+        todo.extend(getattr(cfg, k, None) for k in cfg.sub_configs)
+    return list(seen.values())
+
+
+def missing_eager_attention(model: torch.nn.Module) -> list[str]:
+    """Python modules of ``model`` that dispatch attention through the interface but define
+    no ``eager_attention_forward`` for OLAS to call."""
+    bad = []
+    for name in dict.fromkeys(type(m).__module__ for m in model.modules()):
+        pymod = sys.modules.get(name)
+        if pymod is not None and hasattr(pymod, "ALL_ATTENTION_FUNCTIONS") and not hasattr(pymod, "eager_attention_forward"):
+            bad.append(name)
+    return bad

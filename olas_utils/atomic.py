@@ -11,9 +11,14 @@ import torch
 __all__ = ["save_atomic"]
 
 
-def save_atomic(obj, path: Path) -> None:
+def save_atomic(obj, path: Path, *, what: str = "training checkpoint") -> None:
     """``torch.save`` to a temporary file beside ``path``, then rename: a reader never sees
-    a half-written file.
+    a half-written file, and a failed save leaves no temporary file behind.
+
+    Args:
+        obj: what to save.
+        path: the final file.
+        what: how the error message calls the file.
 
     Raises:
         OSError: the folder or file cannot be written; the message names ``path``.
@@ -23,6 +28,8 @@ def save_atomic(obj, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(obj, tmp)
         os.replace(tmp, path)
-    except OSError as e:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
-        raise OSError(e.errno, f"could not write the training checkpoint {path}: {e.strerror}") from e
+        if isinstance(e, OSError):
+            raise type(e)(e.errno, f"could not write the {what} {path}: {e.strerror or e}") from e
+        raise

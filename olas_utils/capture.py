@@ -27,7 +27,12 @@ cannot be re-selected on this machine (e.g. ``"flash_attention_2"`` without the 
 A model loaded with an implementation that returns no attention weights (``"sdpa"``,
 ``"flash_attention_2"``, ``"flex_attention"``, ...) is captured through its eager attention
 instead, with a ``UserWarning`` saying so; an architecture without an eager attention path
-is a clear ``ValueError`` before anything is changed. What a model is (layers, causality,
+is a clear ``ValueError`` before anything is changed.
+
+Threads: a capture holds a per-model re-entrant lock inside its ``with`` block, so two
+threads extracting with one model take turns (exact results; the implementation restored
+is the one from before either began). :attr:`AttentionCapture.observed_causal` says whether
+any captured layer put weight above the diagonal. What a model is (layers, causality,
 capture path, whether it can be captured at all) is read by :mod:`olas_utils.architecture`.
 """
 
@@ -37,18 +42,16 @@ import contextvars
 import importlib
 import inspect
 import logging
-import sys
+import threading
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
 
 from olas_utils.architecture import (
-    HOOK_SPECS,
-    capture_path,
-    check_model,
-    num_attention_layers,
+    HOOK_SPECS, attention_configs, capture_path, check_model, missing_eager_attention, num_attention_layers,
 )
 from olas_utils.ola import OrderAccumulator, check_orders
 
@@ -63,31 +66,6 @@ CAPTURE_IMPLEMENTATION = "olas_capture"
 #: Attention implementations known to return no attention weights. Any implementation
 #: other than ``"eager"`` is treated the same way; this list only documents the usual ones.
 NO_WEIGHTS_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "flash_attention_3", "flex_attention", "paged_attention")
-
-
-def _all_configs(model: torch.nn.Module) -> list:
-    """Every config object whose attention implementation a switch may change: the model's,
-    each sub-model's, and their registered sub-configs, at any depth (each once)."""
-    seen: dict[int, Any] = {}
-    todo = [getattr(m, "config", None) for m in model.modules()]
-    while todo:
-        cfg = todo.pop()
-        if cfg is None or id(cfg) in seen or not hasattr(cfg, "sub_configs"):
-            continue
-        seen[id(cfg)] = cfg
-        todo.extend(getattr(cfg, k, None) for k in cfg.sub_configs)
-    return list(seen.values())
-
-
-def _missing_eager(model: torch.nn.Module) -> list[str]:
-    """Python modules of ``model`` that dispatch attention through the interface but define
-    no ``eager_attention_forward`` for OLAS to call."""
-    bad = []
-    for name in dict.fromkeys(type(m).__module__ for m in model.modules()):
-        pymod = sys.modules.get(name)
-        if pymod is not None and hasattr(pymod, "ALL_ATTENTION_FUNCTIONS") and not hasattr(pymod, "eager_attention_forward"):
-            bad.append(name)
-    return bad
 
 
 def head_average(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -112,12 +90,35 @@ class _ForwardState:
     acc: OrderAccumulator
     valid: torch.Tensor
     calls: list[int]
+    upper: bool | None = None  # weight above the diagonal in some layer (None: T < 2)
 
     def fold(self, module: torch.nn.Module, weights: torch.Tensor) -> None:
         if weights is None:
             raise RuntimeError(f"{type(module).__name__} returned no attention weights to capture")
+        t = self.valid.shape[1]
+        if weights.dim() != 4 or tuple(weights.shape[-2:]) != (t, t):
+            raise ValueError(
+                f"{type(module).__name__} returned attention of shape {tuple(weights.shape)}, not (batch, head, {t}, "
+                f"{t}) over the {t} input tokens: OLA is not defined for this architecture (it needs every layer's "
+                "attention as one T×T map over the input)")
         self.calls.append(id(module))
-        self.acc.add_layer(head_average(weights, self.valid))
+        a = head_average(weights, self.valid)
+        if a.shape[-1] >= 2 and not self.upper:
+            self.upper = bool(torch.triu(a, 1).abs().amax() > 0)
+        self.acc.add_layer(a)
+
+
+_LOCKS: "weakref.WeakKeyDictionary[torch.nn.Module, threading.RLock]" = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _model_lock(model: torch.nn.Module) -> threading.RLock:
+    """The re-entrant lock that serialises captures of one model across threads."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(model)
+        if lock is None:
+            lock = _LOCKS[model] = threading.RLock()
+        return lock
 
 
 _ACTIVE: contextvars.ContextVar[_ForwardState | None] = contextvars.ContextVar("olas_active_capture", default=None)
@@ -155,15 +156,18 @@ def _olas_attention(module, query, key, value, attention_mask, **kwargs):
 
 def _register_interface() -> None:
     from transformers import AttentionInterface
-    from transformers.masking_utils import (
-        ALL_MASK_ATTENTION_FUNCTIONS,
-        AttentionMaskInterface,
-        eager_mask,
-    )
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface, eager_mask
 
     AttentionInterface.register(CAPTURE_IMPLEMENTATION, _olas_attention)
     if CAPTURE_IMPLEMENTATION not in ALL_MASK_ATTENTION_FUNCTIONS:
         AttentionMaskInterface.register(CAPTURE_IMPLEMENTATION, eager_mask)
+
+
+def _warn_switch(name: str, impl: Any, to: str) -> None:
+    warnings.warn(
+        f"{name} uses attn_implementation={impl!r}, which returns no attention weights; OLAS switched it to {to} "
+        f"for this extraction and restores {impl!r} afterwards. Load the model with attn_implementation='eager' "
+        "to silence this warning.", UserWarning, stacklevel=4)
 
 
 class AttentionCapture:
@@ -225,16 +229,26 @@ class AttentionCapture:
         self._layer_order: list[int] | None = None
         self._entered = False
         self._forward_params = frozenset(inspect.signature(model.forward).parameters)
+        self._lock = _model_lock(model)
+        #: whether the captured attention was causal: False once any layer of any batch put
+        #: weight above the diagonal, True if batches with T >= 2 never did, None before.
+        self.observed_causal: bool | None = None
 
     # -- context management -------------------------------------------------------------
     def __enter__(self) -> "AttentionCapture":
-        impl = getattr(self.model.config, "_attn_implementation", None)
-        self._previous_impl = impl
-        self._saved_impls = [(c, getattr(c, "_attn_implementation_internal", None)) for c in _all_configs(self.model)]
+        self._lock.acquire()  # another thread capturing this model finishes first
         try:
-            self._switch(impl)
+            impl = getattr(self.model.config, "_attn_implementation", None)
+            self._previous_impl = impl
+            self._saved_impls = [(c, getattr(c, "_attn_implementation_internal", None))
+                                 for c in attention_configs(self.model)]
+            try:
+                self._switch(impl)
+            except BaseException:
+                self._restore()
+                raise
         except BaseException:
-            self._restore()
+            self._lock.release()
             raise
         self._entered = True
         return self
@@ -243,7 +257,7 @@ class AttentionCapture:
         name = type(self.model).__name__
         no_weights = impl not in (None, "eager", CAPTURE_IMPLEMENTATION)
         if self.path == "interface":
-            bad = _missing_eager(self.model)
+            bad = missing_eager_attention(self.model)
             if bad:
                 raise ValueError(
                     f"{name} has no eager attention path OLAS can capture: {', '.join(bad)} dispatch(es) "
@@ -252,27 +266,15 @@ class AttentionCapture:
                     "olas_utils.architecture.HOOK_SPECS."
                 )
             if no_weights:
-                warnings.warn(
-                    f"{name} uses attn_implementation={impl!r}, which returns no attention weights; OLAS switched "
-                    f"it to its eager-based capture ({CAPTURE_IMPLEMENTATION!r}, the model's own eager attention) "
-                    f"for this extraction and restores {impl!r} afterwards. Load the model with "
-                    "attn_implementation='eager' to silence this warning.",
-                    UserWarning,
-                    stacklevel=3,
-                )
+                _warn_switch(name, impl, f"its eager-based capture ({CAPTURE_IMPLEMENTATION!r}, the model's own "
+                                         "eager attention)")
             _register_interface()
             self.model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
         elif self.path == "hook":
             self._install_hooks()
         else:
             if no_weights and getattr(type(self.model), "_can_set_attn_implementation", lambda: False)():
-                warnings.warn(
-                    f"{name} uses attn_implementation={impl!r}, which returns no attention weights; OLAS switched "
-                    f"it to 'eager' for this extraction and restores {impl!r} afterwards. Load the model with "
-                    "attn_implementation='eager' to silence this warning.",
-                    UserWarning,
-                    stacklevel=3,
-                )
+                _warn_switch(name, impl, "'eager'")
                 self.model.set_attn_implementation("eager")
             # an architecture that cannot switch at run time either returns weights anyway
             # (e.g. Falcon computes them when asked) or forward() says to reload with eager
@@ -295,7 +297,9 @@ class AttentionCapture:
             h.remove()
         self._handles.clear()
         self._restore()
-        self._entered = False
+        if self._entered:
+            self._entered = False
+            self._lock.release()
 
     def _install_hooks(self) -> None:
         for module in self.model.modules():
@@ -371,6 +375,10 @@ class AttentionCapture:
             finally:
                 _ACTIVE.reset(token)
             self._check_layer_order(state.calls)
+        if state.upper:
+            self.observed_causal = False
+        elif state.upper is not None and self.observed_causal is None:
+            self.observed_causal = True
         if acc.n_added != self.num_layers:
             raise RuntimeError(
                 f"captured {acc.n_added} attention layers but the model has {self.num_layers}: "

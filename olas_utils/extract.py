@@ -33,7 +33,9 @@ import torch
 from tqdm.auto import tqdm
 
 from olas_utils.align import POOLINGS, tokenize_words
-from olas_utils.architecture import check_model, is_causal_model, num_attention_layers
+from olas_utils.architecture import (
+    check_model, check_tokenizer, declared_bidirectional, is_causal_model, num_attention_layers,
+)
 from olas_utils.capture import AttentionCapture
 from olas_utils.ola import OrderAccumulator, check_orders
 from olas_utils.maps import OLAMaps
@@ -113,6 +115,15 @@ def length_buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
+def _causality_mismatch(model: torch.nn.Module, causal: bool) -> None:
+    why = declared_bidirectional(model.config) if not causal else f"class {type(model).__name__}"
+    seen = "causal: no weight above the diagonal" if causal is False else "bidirectional: weight above the diagonal"
+    raise ValueError(
+        f"{type(model).__name__} is {'causal' if causal else 'bidirectional'} by its config ({why}) but its attention "
+        f"is {seen}; OLAS refuses rather than mislabel it (sinks and symmetrisation depend on it). Fix the config "
+        "(e.g. drop is_causal=False / use_bidirectional_attention) or load the class that honours it")
+
+
 @torch.no_grad()
 def extract_ola(
     model: torch.nn.Module,
@@ -187,11 +198,21 @@ def extract_ola(
         ValueError: on an encoder-decoder model or one without self-attention, an
             architecture without an eager attention path, an order outside ``0..N``, an
             unknown level or truncation, an empty sentence or word, a word without
-            subword, or (``truncation="error"``) a sentence longer than the model's maximum.
+            subword, or (``truncation="error"``) a sentence longer than the model's maximum;
+            a tokenizer that does not fit the model's embedding table (naming both); a
+            config that says bidirectional on a model whose attention is causal (or the
+            reverse), found on the first batch.
+        TypeError: ``sentences`` not a list of word lists, ``orders`` not a collection of
+            integers, ``batch_size`` not a positive ``int``.
         RuntimeError: if ``model`` is in training mode (dropout would randomise attention).
     """
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Iterable):
+        raise TypeError(f"sentences must be a list of sentences, each a list of words (e.g. [['The', 'cat']]), "
+                        f"got {type(sentences).__name__}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise TypeError(f"batch_size must be a positive int (sentences per forward pass), got {batch_size!r}")
     if attention not in ATTENTIONS:
         raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
     if pooling not in POOLINGS:
@@ -210,7 +231,9 @@ def extract_ola(
     dev = next(model.parameters()).device
     causal = is_causal_model(model)
 
+    check_tokenizer(model, tokenizer)
     batch_all = tokenize_words(tokenizer, sentences, max_length=max_tokens(model, tokenizer), truncation=truncation)
+    check_tokenizer(model, tokenizer, batch_all.input_ids)
     lengths = batch_all.lengths
     keys = [f"ola:{k}" for k in wanted] + (["rollout"] if rollout else []) + [f"layer:{i}" for i in layers]
     out: dict[str, list] = {k: [None] * len(lengths) for k in keys}
@@ -236,6 +259,8 @@ def extract_ola(
                     acc.add_layer(u)
             else:
                 acc = cap.forward(**inputs)
+                if cap.observed_causal is not None and cap.observed_causal != causal:
+                    _causality_mismatch(model, causal)
             results = {f"ola:{k}": acc.ola(k) for k in wanted}
             if rollout:
                 results["rollout"] = acc.rollout_map()

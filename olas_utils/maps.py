@@ -8,7 +8,7 @@ Importing this module does no work.
 from __future__ import annotations
 
 import dataclasses
-import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -130,13 +130,16 @@ class OLAMaps:
             ``path`` as a ``Path``.
 
         Raises:
-            OSError: if the file cannot be written.
+            IsADirectoryError: if ``path`` is a folder (give a file name, e.g. ``maps.pt``).
+            OSError: if the file cannot be written (nothing is left behind; names the path).
         """
+        from olas_utils.atomic import save_atomic
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        torch.save(dataclasses.asdict(self), tmp)
-        os.replace(tmp, path)
+        if path.is_dir():
+            raise IsADirectoryError(f"cannot save OLA maps to {path}: it is a folder; give a file name such as "
+                                    f"{path / 'maps.pt'}")
+        save_atomic(dataclasses.asdict(self), path, what="OLA maps file")
         return path
 
     @classmethod
@@ -148,9 +151,19 @@ class OLAMaps:
 
         Raises:
             FileNotFoundError: if ``path`` does not exist.
-            ValueError: if the file is not an OLAS maps file.
+            IsADirectoryError: if ``path`` is a folder.
+            ValueError: if the file is not an OLAS maps file (or is damaged), naming it.
         """
-        data = torch.load(Path(path), weights_only=True)
+        path = Path(path)
+        if path.is_dir():
+            raise IsADirectoryError(f"{path} is a folder, not an OLAS maps file; pass the file OLAMaps.save wrote")
+        try:
+            data = torch.load(path, weights_only=True)
+        except (FileNotFoundError, PermissionError):
+            raise
+        except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, ValueError, OSError) as e:
+            raise ValueError(f"{path} is not an OLAS maps file written by OLAMaps.save, or it is damaged "
+                             f"({type(e).__name__}); extract the maps again") from e
         if not isinstance(data, dict) or "maps" not in data or "library_version" not in data:
             raise ValueError(f"{path} is not an OLAS maps file (written by OLAMaps.save)")
         return cls(**data)

@@ -47,8 +47,12 @@ def check_orders(orders: Iterable[int], num_layers: int) -> tuple[int, ...]:
         The sorted, de-duplicated orders as a tuple.
 
     Raises:
+        TypeError: if ``orders`` is a single number or a string, not a collection.
         ValueError: if ``orders`` is empty or an order is not an integer in ``0..N``.
     """
+    if isinstance(orders, (int, float, str, bytes)) or not isinstance(orders, Iterable):
+        raise TypeError(f"orders must be a collection of integers, e.g. orders=({orders!r},) or (1, 2, 3), "
+                        f"got {type(orders).__name__} {orders!r}")
     out = sorted(set(orders))
     if not out:
         raise ValueError("orders is empty: ask for at least one order, e.g. orders=(1, 2, 3)")

@@ -62,7 +62,7 @@ def test_extract_truncation_option(tmp_path, capsys):
     args = ["extract", "-m", "minilm-l6", "-i", str(f), "-o", str(out), "--orders", "1", "--no-rollout", "-q"]
     assert main(args) == 1
     err = capsys.readouterr().err
-    assert "sentence 1 has" in err and "maximum of 512" in err and "truncation='warn'" in err
+    assert "line 2 of" in err and "(sentence 1) has" in err and "maximum of 512" in err and "truncation='warn'" in err
     with pytest.warns(UserWarning, match="sentence 1: .* words, .* tokens cut"):
         assert main(args + ["--truncation", "warn"]) == 0
     maps = OLAMaps.load(out)

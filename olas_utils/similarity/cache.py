@@ -26,8 +26,10 @@ Importing this module does no work.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
+from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -38,13 +40,16 @@ from olas_utils.similarity.cache_folder import (
     _LENGTHS,
     _MANIFEST,
     _PROGRESS,
+    CacheCorruptError,
     _clear,
     _init,
     _io,
     _locked,
     _read_json,
     _write_json_atomic,
+    file_checksums,
     key_filename,
+    verify_files,
 )
 from olas_utils.similarity.cache_plan import _check_settings, _keys, _loaded, _Target, _targets, cache_complete
 from olas_utils.similarity.images import PROTOCOLS, to_image
@@ -122,6 +127,11 @@ def extract_protocols(
             names each differing field, both values, and the fixes: another folder or
             ``overwrite=True``).
         CacheBusyError: another process is writing one of the folders.
+        CacheCorruptError: a file of a cache is damaged (JSON that does not parse, an
+            array missing, truncated, or changed since completion: sizes and SHA-256 are
+            recorded in ``progress.json`` at completion and checked on open), naming it;
+            ``overwrite=True`` rebuilds. Complete, intact caches in a folder that cannot be
+            written (read-only filesystem) are reused as they are.
         FileExistsError: a folder holds files that are not an OLAS cache.
         ValueError: unknown or duplicate protocols, an unknown baseline, bad sizes, an empty
             corpus, ``cache_root`` with several protocols, or a chunk too long for the model.
@@ -136,39 +146,64 @@ def extract_protocols(
     lm = _loaded(model_name_or_loaded, device)
     targets = _targets(lm, chunks, protocols, orders=orders, layers=layers, keys=keys, image_size=image_size,
                        batch_size=batch_size, seed=seed, cache_dir=cache_dir, cache_root=cache_root, shard=shard)
-    with contextlib.ExitStack() as stack:
-        states = {}
-        for t in targets:
-            with _io(t.root, "create the cache folder"):
-                t.root.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(_locked(t.root))
-            states[t.protocol] = _open(t, keys, image_size, overwrite)
-        todo = [t for t in targets if int(states[t.protocol]["batches_done"]) < len(t.plan)]
-        if todo:
-            _run(todo, states, lm, chunks, keys=keys, orders=orders, rollout=rollout, layers=layers,
-                 image_size=image_size, progress=progress, on_batch=on_batch)
-    return {t.protocol: CachedImages(t.root) for t in targets}
+    try:
+        with contextlib.ExitStack() as stack:
+            states = {}
+            for t in targets:
+                with _io(t.root, "create the cache folder"):
+                    t.root.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(_locked(t.root))
+                _prepare_folder(t.root, t.manifest, t.plan, keys, image_size, overwrite)
+                states[t.protocol] = _read_json(t.root / _PROGRESS)
+            todo = [t for t in targets if int(states[t.protocol]["batches_done"]) < len(t.plan)]
+            if todo:
+                _run(todo, states, lm, chunks, keys=keys, orders=orders, rollout=rollout, layers=layers,
+                     image_size=image_size, progress=progress, on_batch=on_batch)
+            return {t.protocol: CachedImages(t.root) for t in targets}
+    except OSError as e:
+        if overwrite or e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        return {t.protocol: _reuse_read_only(t.root, t.manifest, e) for t in targets}
 
 
-def _open(t: _Target, keys, image_size, overwrite) -> dict:
-    """Check an existing cache's settings (or create it) and return its progress."""
-    root, manifest = t.root, t.manifest
+def _prepare_folder(root: Path, manifest: dict, plan, keys, image_size: int, overwrite: bool) -> None:
+    """Make ``root`` hold a cache for ``manifest`` that is intact so far: refuse other
+    settings or damaged files (unless ``overwrite``, which clears any of them), create it
+    if absent."""
     mpath = root / _MANIFEST
-    if mpath.is_file():
+    if mpath.is_file() and overwrite:
+        try:
+            stored_keys = _read_json(mpath).get("keys")
+        except (CacheCorruptError, AttributeError):
+            stored_keys = None
+        _clear(root, stored_keys)
+    elif mpath.is_file():
         stored = _read_json(mpath)
-        diff = _diff(stored, manifest)
-        if diff and not overwrite:
+        diff = _diff(stored, manifest) if isinstance(stored, dict) else {"manifest": (stored, "a dict")}
+        if diff:
             lines = "\n".join(f"  {k}: cache has {_short(a)}, asked for {_short(b)}" for k, (a, b) in diff.items())
             raise CacheMismatchError(
                 f"the OLAS image cache {root} was made with different settings ({', '.join(diff)}):\n{lines}\n"
                 f"It is never reused silently. Use another cache_root (or leave cache_root=None for a "
                 f"folder per settings), or pass overwrite=True to delete it and rebuild.",
                 path=root, fields=diff)
-        if overwrite:
-            _clear(root, stored.get("keys"))
+        state = _read_json(root / _PROGRESS)
+        n = manifest["n_chunks"]
+        shapes = {key_filename(k): (n, image_size, image_size) for k in keys} | {_LENGTHS: (n,)}
+        if not state.get("complete"):  # a damaged cache is refused, never resumed; a complete one is
+            verify_files(root, None, shapes)  # checked against its checksums by CachedImages on return
     if not mpath.is_file():
-        _init(root, manifest, t.plan, keys, image_size)
-    return _read_json(root / _PROGRESS)
+        _init(root, manifest, plan, keys, image_size)
+
+
+def _reuse_read_only(root: Path, manifest: dict, error: OSError) -> CachedImages:
+    """A complete, intact cache with these settings in a folder OLAS cannot write to."""
+    if (root / _MANIFEST).is_file() and not _diff(_read_json(root / _MANIFEST), manifest):
+        cached = CachedImages(root)  # checks sizes and checksums
+        if cached.complete:
+            return cached
+    raise type(error)(error.errno, f"{error} (the folder cannot be written: only a complete cache made with the "
+                                   f"same settings can be reused from it; choose another cache_root)") from error
 
 
 def extract_to_cache(
@@ -280,6 +315,9 @@ def _commit(t: _Target, b, idx, maps, mms, lengths, keys, image_size, states, de
     devices = list(state.get("devices", []))
     if dev not in devices:
         devices.append(dev)
+    last = b + 1 == len(t.plan)
     state.update({"batches_done": b + 1, "n_batches": len(t.plan), "devices": devices, "updated": time.time(),
-                  "chunks_done": int(state.get("chunks_done", 0)) + len(idx), "complete": b + 1 == len(t.plan)})
+                  "chunks_done": int(state.get("chunks_done", 0)) + len(idx), "complete": last})
+    if last:  # sizes and SHA-256 of every array, checked when the cache is opened
+        state["files"] = file_checksums(t.root, [key_filename(k) for k in keys] + [_LENGTHS])
     _write_json_atomic(t.root / _PROGRESS, state)

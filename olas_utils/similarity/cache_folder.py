@@ -6,7 +6,9 @@ Cache folder layout (default ``<cache>/ola/<model>/<protocol>-<settings hash>``,
 
     manifest.json       settings that identify the cache (see .manifest); written last at creation
     plan.json           the batches (lists of chunk indices) in processing order
-    progress.json       {"batches_done", "n_batches", "chunks_done", "complete", ...}
+    progress.json       {"batches_done", "n_batches", "chunks_done", "complete", "files", ...}:
+                        once complete, "files" holds each array's size and SHA-256, written in
+                        the same atomic replace as "complete": true (checked on open)
     <key>.npy           one per key, ":" → "_" (ola_1.npy, rollout.npy, layer_-1.npy):
                         (n_chunks, S, S) float32, NumPy .npy (np.load(..., mmap_mode="r"))
     lengths.npy         (n_chunks,) int32: side of each map before resizing (tokens or words)
@@ -28,7 +30,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-__all__ = ["FORMAT_VERSION", "CacheBusyError", "key_filename"]
+__all__ = ["FORMAT_VERSION", "CacheBusyError", "CacheCorruptError", "key_filename", "file_checksums",
+           "verify_files"]
 
 
 #: Version of the folder layout; part of the manifest.
@@ -40,6 +43,17 @@ _MANIFEST, _PROGRESS, _PLAN, _LENGTHS, _LOCK = "manifest.json", "progress.json",
 
 class CacheBusyError(RuntimeError):
     """Another process is writing the same cache folder (its lock is held)."""
+
+
+class CacheCorruptError(ValueError):
+    """A cache file is damaged: JSON that does not parse, an array missing, truncated or
+    changed since the cache was completed. The message names the file; ``overwrite=True``
+    rebuilds the cache."""
+
+
+def _corrupt(path: Path, what: str) -> CacheCorruptError:
+    return CacheCorruptError(f"OLAS cache file {path} is damaged ({what}); rebuild the cache with "
+                             f"extract_to_cache(..., overwrite=True) or delete the folder {path.parent}")
 
 
 @contextlib.contextmanager
@@ -67,18 +81,72 @@ def _write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON to ``path`` atomically: temporary file, fsync, :func:`os.replace`."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with _io(path, "write"):
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1, sort_keys=True, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(obj, f, indent=1, sort_keys=True, ensure_ascii=False)
+                f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a failed write leaves no .tmp behind
+            raise
 
 
 def _read_json(path: Path) -> Any:
+    """Parse a cache's JSON file; a damaged one is a :class:`CacheCorruptError` naming it."""
     with _io(path, "read"):
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        with open(path, "rb") as f:
+            raw = f.read()
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _corrupt(Path(path), f"not valid JSON: {e}") from None
+
+
+def file_checksums(root: Path, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """``{name: {"size": bytes, "sha256": hex}}`` of the given files in ``root``."""
+    import hashlib
+
+    out = {}
+    for name in names:
+        h = hashlib.sha256()
+        with _io(root / name, "read"):
+            with open(root / name, "rb") as f:
+                for block in iter(lambda: f.read(1 << 22), b""):
+                    h.update(block)
+            out[name] = {"size": (root / name).stat().st_size, "sha256": h.hexdigest()}
+    return out
+
+
+def verify_files(root: Path, recorded: dict[str, dict[str, Any]] | None, shapes: dict[str, tuple] | None = None) -> None:
+    """Check the arrays of a cache folder: each file exists, has the size recorded at
+    completion and the same SHA-256 (``recorded``); with ``shapes`` (an incomplete cache,
+    nothing recorded yet), each ``.npy`` opens with the expected shape.
+
+    Raises:
+        CacheCorruptError: naming the first damaged file and what is wrong with it.
+    """
+    for name, want in (recorded or {}).items():
+        path = root / name
+        if not path.is_file():
+            raise _corrupt(path, "missing")
+        size = path.stat().st_size
+        if size != want["size"]:
+            raise _corrupt(path, f"{size} bytes, {want['size']} when the cache was completed: truncated or replaced")
+        if file_checksums(root, [name])[name]["sha256"] != want["sha256"]:
+            raise _corrupt(path, "its SHA-256 differs from the one recorded when the cache was completed: changed")
+    for name, shape in (shapes or {}).items():
+        path = root / name
+        if not path.is_file():
+            raise _corrupt(path, "missing")
+        try:
+            arr = np.load(path, mmap_mode="r")
+        except (ValueError, OSError, EOFError) as e:
+            raise _corrupt(path, f"not a readable .npy array: {e}") from None
+        if tuple(arr.shape) != tuple(shape):
+            raise _corrupt(path, f"shape {tuple(arr.shape)}, expected {tuple(shape)}")
+        del arr
 
 
 def key_filename(key: str) -> str:

@@ -73,6 +73,8 @@ def _check_settings(image_size, batch_size, chunks) -> list[list[str]]:
         raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if chunks is None or isinstance(chunks, (str, bytes, int)):
+        raise TypeError(f"chunks must be a list of chunks, each a list of words, got {type(chunks).__name__}")
     chunks = [list(c) for c in chunks]
     if not chunks:
         raise ValueError("the corpus is empty")
@@ -90,7 +92,7 @@ def _loaded(model_name_or_loaded, device):
 def _targets(lm, chunks, protocols, *, orders, layers, keys, image_size, batch_size, seed, cache_dir,
              cache_root=None, shard=None) -> list[_Target]:
     """Manifest, folder and batch plan of each protocol's cache (nothing is written)."""
-    from olas_utils.architecture import num_attention_layers
+    from olas_utils.architecture import is_causal_model, num_attention_layers
     from olas_utils.data.corpus import corpus_hash
     from olas_utils.extract import parse_key
     from olas_utils.ola import check_orders
@@ -114,7 +116,7 @@ def _targets(lm, chunks, protocols, *, orders, layers, keys, image_size, batch_s
         "model": str(lm.name),
         "weights_sha256": weights_fingerprint(lm),
         "attention": getattr(lm, "attention", "model"),
-        "is_causal": bool(lm.is_causal),
+        "is_causal": bool(is_causal_model(model)),  # what the images are made with (to_image)
         "num_layers": int(n_layers),
         "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
         "orders": orders,

@@ -22,6 +22,7 @@ from olas_utils.similarity.cache_folder import (
     FORMAT_VERSION,
     _read_json,
     key_filename,
+    verify_files,
 )
 
 __all__ = ["CachedImages", "open_cache"]
@@ -29,6 +30,11 @@ __all__ = ["CachedImages", "open_cache"]
 
 class CachedImages:
     """A cache folder written by :func:`~olas_utils.similarity.cache.extract_to_cache` (read-only view).
+
+    Opening a complete cache checks every array against the size and SHA-256 recorded when
+    it was completed (:func:`~olas_utils.similarity.cache_folder.verify_files`); a missing,
+    truncated, zeroed or otherwise changed array, or a damaged JSON file, raises
+    :class:`~olas_utils.similarity.cache_folder.CacheCorruptError` naming the file.
 
     Attributes:
         root: the folder.
@@ -49,6 +55,23 @@ class CachedImages:
         self.keys: list[str] = list(self.manifest["keys"])
         self.n_chunks: int = int(self.manifest["n_chunks"])
         self.image_size: int = int(self.manifest["image_size"])
+        self.verify()
+
+    def array_shapes(self) -> dict[str, tuple[int, ...]]:
+        """``{file name: shape}`` of the cache's arrays (one per key, and the lengths)."""
+        shapes = {key_filename(k): (self.n_chunks, self.image_size, self.image_size) for k in self.keys}
+        return {**shapes, _LENGTHS: (self.n_chunks,)}
+
+    def verify(self) -> None:
+        """Check the arrays: a complete cache against the sizes and SHA-256 recorded at
+        completion (older caches without them: the shapes), an incomplete one's shapes.
+
+        Raises:
+            CacheCorruptError: naming the damaged file.
+        """
+        p = self.progress
+        files = p.get("files") if p.get("complete") else None
+        verify_files(self.root, files, None if files else self.array_shapes())
 
     def __repr__(self) -> str:
         p = self.progress

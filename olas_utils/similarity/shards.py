@@ -27,6 +27,7 @@ from olas_utils.similarity.cache_folder import (
     _locked,
     _read_json,
     _write_json_atomic,
+    file_checksums,
     key_filename,
 )
 from olas_utils.similarity.manifest import (
@@ -115,7 +116,8 @@ def merge_shards(any_shard_root: str | os.PathLike, *, remove_shards: bool = Fal
         _write_json_atomic(root / _PROGRESS, {
             "batches_done": n_batches, "n_batches": n_batches, "chunks_done": int(manifest["n_chunks"]),
             "complete": True, "devices": sorted({d for sh in shards for d in sh.progress.get("devices", [])}),
-            "merged_from": count, "updated": time.time()})
+            "merged_from": count, "updated": time.time(),
+            "files": file_checksums(root, [key_filename(k) for k in keys] + [_LENGTHS])})
     if remove_shards:
         for i in range(count):
             shutil.rmtree(shard_root(root, i, count))

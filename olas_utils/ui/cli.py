@@ -9,12 +9,14 @@
     olas reproduce --profile quick --only 01
 
 Exit codes: 0 success, 1 a failure with a one-line ``error:`` message (``OLAS_DEBUG=1``
-for the traceback), 2 bad usage (argparse, or an invalid combination of options).
+for the traceback), 2 bad usage (argparse, or an invalid value or combination of options,
+in every subcommand). Errors about a sentence of an input file give its 1-based line.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -26,6 +28,13 @@ if TYPE_CHECKING:
 __all__ = ["main", "read_sentences", "build_parser", "similarity_table"]
 
 
+class _Sentences(list):
+    """Sentences read from a file, with the 1-based line number of each (``lines``)."""
+
+    path: Path
+    lines: list[int]
+
+
 def read_sentences(path: str | Path) -> list[list[str]]:
     """Sentences from a text file: one sentence per line, words separated by whitespace;
     blank lines are skipped.
@@ -34,19 +43,56 @@ def read_sentences(path: str | Path) -> list[list[str]]:
         path: a UTF-8 text file.
 
     Returns:
-        One list of words per non-blank line.
+        One list of words per non-blank line (a list with ``.lines``, the 1-based line
+        number of each sentence in the file, and ``.path``).
 
     Raises:
         FileNotFoundError: if the file does not exist.
-        ValueError: if it holds no sentence.
+        IsADirectoryError: if ``path`` is a folder.
+        ValueError: if it holds no sentence, or is not UTF-8 (naming the first bad line).
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"input {path} is a directory; give a text file (one sentence per line)")
     if not path.is_file():
         raise FileNotFoundError(f"input file {path} does not exist")
-    sents = [line.split() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ValueError(f"{path} is not UTF-8 (line {line}: byte 0x{raw[e.start]:02x}); convert it to UTF-8, "
+                         f"e.g. iconv -f latin1 -t utf-8 {path} > utf8.txt") from None
+    sents = _Sentences()
+    sents.path, sents.lines = path, []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            sents.append(line.split())
+            sents.lines.append(n)
     if not sents:
         raise ValueError(f"{path} holds no sentence (one sentence per line, words separated by spaces)")
     return sents
+
+
+def _with_lines(error: Exception, sentences) -> Exception:
+    """The same error with "sentence i" turned into "line L of FILE (sentence i)"."""
+    lines = getattr(sentences, "lines", None)
+    if lines is None:
+        return error
+
+    def sub(m: re.Match) -> str:
+        i = int(m.group(1))
+        return f"line {lines[i]} of {sentences.path} (sentence {i})" if 0 <= i < len(lines) else m.group(0)
+
+    msg, n = re.subn(r"\bsentence (\d+)\b", sub, str(error))
+    if not n:
+        return error
+    try:
+        new = type(error)(msg)
+    except Exception:  # noqa: BLE001 - exotic exception signatures keep their own text
+        return error
+    new.__cause__ = error
+    return new
 
 
 def _cmd_models(args) -> int:
@@ -60,12 +106,17 @@ def _cmd_extract(args) -> int:
     from olas_utils.zoo import load_model
 
     sentences = read_sentences(args.input)
+    if Path(args.output).is_dir():
+        raise IsADirectoryError(f"output {args.output} is a directory; give a file name, e.g. {Path(args.output) / 'maps.pt'}")
     lm = load_model(args.model, device=args.device)
-    res = extract_ola(
-        lm.model, lm.tokenizer, sentences, orders=args.orders, rollout=not args.no_rollout,
-        level=args.level, batch_size=args.batch_size, progress=not args.quiet, model_name=lm.name,
-        truncation=args.truncation, pooling=args.pooling,
-    )
+    try:
+        res = extract_ola(
+            lm.model, lm.tokenizer, sentences, orders=args.orders, rollout=not args.no_rollout,
+            level=args.level, batch_size=args.batch_size, progress=not args.quiet, model_name=lm.name,
+            truncation=args.truncation, pooling=args.pooling,
+        )
+    except (ValueError, TypeError) as e:
+        raise _with_lines(e, sentences) from None
     out = res.save(args.output)
     print(f"wrote {len(res)} sentences × {len(res.keys())} maps ({', '.join(res.keys())}) to {out}")
     return 0
@@ -144,13 +195,13 @@ def similarity_table(
     families: dict[str, str] = {}
     for name in tqdm(models, desc="models", disable=not progress, unit="model"):
         lm = load_model(name, device=device)
-        families[name] = "causal" if lm.is_causal else "encoder"
         maps = extract_ola(lm.model, lm.tokenizer, sentences, orders=orders, rollout=False, layers=(), level=level,
                            batch_size=batch_size, progress=progress, model_name=name, truncation=truncation,
                            pooling=pooling)
+        families[name] = "causal" if maps.is_causal else "encoder"  # as the maps were made (checked on them)
         for key in keys:
             images[key][name] = torch.stack(
-                [to_image(m, causal=lm.is_causal, image_size=image_size) for m in maps[key]]).numpy()
+                [to_image(m, causal=maps.is_causal, image_size=image_size) for m in maps[key]]).numpy()
         del lm, maps
         gc.collect()
     rows = []
@@ -172,11 +223,14 @@ def _similarity_sentences(args) -> list[list[str]]:
 
 def _cmd_similarity(args) -> int:
     sentences = _similarity_sentences(args)
-    table = similarity_table(
-        args.models, sentences, orders=args.order, metric=args.metric, level=args.level, image_size=args.size,
-        batch_size=args.batch_size, device=args.device, truncation=args.truncation, progress=not args.quiet,
-        pooling=args.pooling,
-    )
+    try:
+        table = similarity_table(
+            args.models, sentences, orders=args.order, metric=args.metric, level=args.level, image_size=args.size,
+            batch_size=args.batch_size, device=args.device, truncation=args.truncation, progress=not args.quiet,
+            pooling=args.pooling,
+        )
+    except (ValueError, TypeError) as e:
+        raise _with_lines(e, sentences) from None
     if table["target_family"].ne(table["source_family"]).any():
         print("note: encoders and causal LMs are mixed; the paper compares models within a family", file=sys.stderr)
     shown = table[["key", "target", "source", "n", "hit@1", "hit@5", "chance@1"]]
@@ -206,6 +260,23 @@ def _check_similarity(parser: argparse.ArgumentParser, args) -> None:
         parser.error(f"--size {args.size} is too small" + (" for SSIM's 11x11 window (use 6 or more)" if args.metric == "ssim" else ""))
     if args.batch_size < 1:
         parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
+
+
+def _check_extract(parser: argparse.ArgumentParser, args) -> None:
+    if any(k < 0 for k in args.orders):
+        parser.error(f"--orders values must be >= 0, got {args.orders}")
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
+
+
+def _check_reproduce(parser: argparse.ArgumentParser, args) -> None:
+    if args.only:
+        from olas_utils.ui.reproduce import list_notebooks
+
+        names = [b.name for b in list_notebooks()]
+        bad = [o for o in args.only if not any(n.startswith(o) or Path(n).stem == o for n in names)]
+        if bad:
+            parser.error(f"--only {' '.join(bad)} matches no notebook; have {', '.join(names)}")
 
 
 def _cmd_reproduce(args) -> int:
@@ -239,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--truncation", choices=["error", "warn"], default="error",
                    help="a sentence longer than the model's maximum: error (default) or cut it at a word boundary with a warning")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_cmd_extract)
+    p.set_defaults(func=_cmd_extract, check=_check_extract)
 
     p = sub.add_parser(
         "similarity", help="cross-model retrieval (Hit@1/Hit@5) between the OLA of two or more models",
@@ -280,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", choices=["smoke", "quick", "paper"], default="quick")
     p.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01")
     p.add_argument("--executed-dir", help="where executed notebooks go (default results/executed)")
-    p.set_defaults(func=_cmd_reproduce)
+    p.set_defaults(func=_cmd_reproduce, check=_check_reproduce)
     return ap
 
 

@@ -78,6 +78,27 @@ def _num_layers(config) -> int:
     raise ValueError(f"cannot tell the number of layers of a {type(config).__name__}")
 
 
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub can be asked at all: False with ``HF_HUB_OFFLINE=1`` or
+    when its host cannot be reached within ``timeout`` seconds (so an unknown id fails at
+    once offline instead of after the hub client's retries); True behind a proxy."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY")):
+        return True
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
 def _looks_like_path(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~", ".\\", os.sep)) or name.endswith(("/", os.sep))
 
@@ -127,6 +148,11 @@ def load_model(name_or_path: str | os.PathLike, *, device: str | torch.device | 
         sha = (read_marker(folder) or {}).get("source_sha256")
     elif Path(raw).expanduser().is_dir():
         folder = Path(raw).expanduser().resolve()
+        if not (folder / "config.json").is_file():
+            raise FileNotFoundError(
+                f"model folder {folder} has no config.json, so it is not a Hugging Face model folder (config.json, "
+                f"weights, tokenizer files); pass the folder that holds config.json, or a zoo model: "
+                f"{_zoo_names_text()}.")
         source, display = str(folder), folder.name
         marker = read_marker(folder)
         if marker is not None:
@@ -142,7 +168,10 @@ def load_model(name_or_path: str | os.PathLike, *, device: str | torch.device | 
         source = display = raw
 
     try:
-        config = AutoConfig.from_pretrained(source)
+        if entry is None and not Path(source).is_dir() and not _hub_reachable():
+            config = AutoConfig.from_pretrained(source, local_files_only=True)  # offline: fail at once
+        else:
+            config = AutoConfig.from_pretrained(source)
     except OSError as e:
         if entry is not None or Path(source).is_dir():
             raise
@@ -154,12 +183,36 @@ def load_model(name_or_path: str | os.PathLike, *, device: str | torch.device | 
             name=raw) from e
 
     causal = is_causal_config(config)  # raises ValueError for encoder-decoder
-    model = _load_weights(source, config, causal, dtype, attn_implementation)
+    try:
+        model = _load_weights(source, config, causal, dtype, attn_implementation)
+    except Exception as e:  # noqa: BLE001 - re-raised unless it is a damaged weight file
+        _raise_if_damaged_weights(source, entry, e)
+        raise
     model.eval()
     model.to(dev)
     tokenizer = _load_tokenizer(source)
     return LoadedModel(model=model, tokenizer=tokenizer, name=display, source=source, is_causal=causal,
                        num_layers=_num_layers(config), weights_sha256=sha, entry=entry)
+
+
+_DAMAGED = ("deserializ", "incomplete metadata", "header too large", "invalid header", "unexpected eof",
+            "pytorchstreamreader failed", "failed finding central directory", "file not fully covered")
+
+
+def _raise_if_damaged_weights(source: str, entry: ZooEntry | None, error: Exception) -> None:
+    """Turn a weight file that cannot be parsed (truncated or damaged ``.safetensors`` /
+    ``.bin``) into one ``OSError`` line naming the file and how to get it back."""
+    text = str(error).lower()
+    if not (type(error).__name__ == "SafetensorError" or any(m in text for m in _DAMAGED)):
+        return
+    folder = Path(source)
+    files = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("pytorch_model*.bin")) if folder.is_dir() else []
+    where = ", ".join(str(f) for f in files) or source
+    fix = (f"run `python -m olas_utils.zoo prepare {entry.name} --force`" if entry is not None
+           else "copy or download the weights again")
+    first = (str(error).splitlines() or [type(error).__name__])[0]
+    raise OSError(f"the model weights {where} cannot be read: the file is truncated or damaged ({first}); "
+                  f"{fix}") from error
 
 
 def _load_weights(source: str, config, causal: bool, dtype, attn_implementation):
