@@ -65,3 +65,21 @@ def test_write_table_and_hit_matrix(tmp_path):
 def test_unknown_control_is_rejected():
     with pytest.raises(ValueError, match="unknown control"):
         crosslm.extract_images([], [], orders=[1], baselines=[], protocols=["paper"], controls=["bogus"])
+
+
+def test_classifier_lines_report_selection_controls_and_the_epoch_cap():
+    base = {"family": "causal", "key": "ola:1", "protocol": "paper", "target": "c", "sources": "a, b",
+            "source_top1": 0.9, "heldout_source": "b", "top5": 0.5, "n": 100, "chance": 0.01, "max_epochs": 12,
+            "selection": "source:b", "curve": ""}
+    clf = pd.DataFrame([
+        dict(base, control="none", heldout_top1=0.4, top1=0.3, epochs_run=12, chosen_epoch=12),
+        dict(base, control="uniform", heldout_top1=0.01, top1=0.02, epochs_run=4, chosen_epoch=1),
+        dict(base, control="random", heldout_top1=0.01, top1=0.05, epochs_run=5, chosen_epoch=2),
+    ])
+    text = crosslm_report.comparison_markdown(crosslm.retrieval_summary(frame()), clf, n_chunks=100)
+    assert "unseen-model top-1 30.0 %–30.0 %" in text and "held-out source 40.0 %" in text
+    assert "Strongest control: random 5.0 %" in text
+    assert "Still improving when the epoch cap (12) stopped it for c" in text
+    clf.loc[0, "chosen_epoch"] = 8
+    assert "Still improving" not in crosslm_report.comparison_markdown(crosslm.retrieval_summary(frame()), clf,
+                                                                       n_chunks=100)

@@ -35,7 +35,7 @@ PROFILES: dict[str, dict] = {
         "classifier_controls": ["uniform"], "classifier_protocol": "paper", "classifier_targets": "last", "classifier_refit": False, "batch_size": 4,
     },
     "quick": {
-        "models": None, "n_chunks": 200, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
+        "models": None, "n_chunks": 150, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
         "protocols": ["released", "paper", "word"], "controls": ["uniform", "random", "shuffled"],
         "classifier_keys": ["ola:1"], "classifier_epochs": 12, "classifier_patience": 3,
         "classifier_controls": ["uniform", "random"], "classifier_protocol": "paper", "classifier_targets": "last", "classifier_refit": False,

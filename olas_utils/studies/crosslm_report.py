@@ -222,6 +222,12 @@ def comparison_markdown(summary: pd.DataFrame, classifier: pd.DataFrame | None, 
                     + " (1,000 classes)."
                     + ("" if best is None else f" Strongest control: {best['control']} {_pct(best['top1'])}.")
                 )
+                capped = s[(s.epochs_run == s.max_epochs) & (s.chosen_epoch == s.epochs_run)]
+                if len(capped):
+                    lines.append(
+                        f"  - Still improving when the epoch cap ({int(s.max_epochs.iloc[0])}) stopped it for "
+                        f"{', '.join(capped.target)} (the held-out accuracy peaked at the last epoch; see `curve`): "
+                        f"early stopping did not trigger, so this is a lower bound of what the classifier can reach.")
                 if key == "ola:1" and s.heldout_top1.max() < 5 * s.chance.iloc[0]:
                     lines.append(
                         "  - **Not trained to a meaningful accuracy at this size**: the held-out source stays below "
