@@ -35,7 +35,7 @@ PROFILES: dict[str, dict] = {
         "classifier_controls": ["uniform"], "classifier_protocol": "paper", "classifier_targets": "last", "classifier_refit": False, "batch_size": 4,
     },
     "quick": {
-        "models": None, "n_chunks": 150, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
+        "models": None, "n_chunks": 128, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
         "protocols": ["released", "paper", "word"], "controls": ["uniform", "random", "shuffled"],
         "classifier_keys": ["ola:1"], "classifier_epochs": 12, "classifier_patience": 3,
         "classifier_controls": ["uniform", "random"], "classifier_protocol": "paper", "classifier_targets": "last", "classifier_refit": False,
@@ -151,7 +151,8 @@ def extract_images(
                     model = ident  # complete: only read, never run
                 else:
                     model = CONTROLS[control](lm, seed=seed)
-                    out.built.append((name, control))
+                    if control != "uniform":  # a uniform "copy" is only a label: nothing is built
+                        out.built.append((name, control))
             cached = extract_protocols(model, chunks, protocols=protocols, progress=progress, **kw)
             for protocol, c in cached.items():
                 out.caches.setdefault((control, protocol), {})[name] = c

@@ -142,8 +142,9 @@ def gallery_caption(gallery: Sequence[GalleryModel], i: int, k: int) -> str:
                        for g in gallery)
     order = ("the mean of the layers' head-averaged attention" if k == 1 else
              f"the mean over all products of {k} distinct layers' head-averaged attention")
-    return (f"Models: {models}. Order {k}: {order}. Protocol: word level (a word's subword rows averaged, its "
-            f"subword columns summed, special tokens left out); bottom row: attention-sink outliers "
+    return (f"Models: {models}. Order {k}: {order}. Protocol: word level, neutral pooling (each entry is the "
+            f"attention divided by what uniform attention would give the same word pair, so 1 = uniform and "
+            f"tokenisation alone leaves no trace; special tokens left out); bottom row: attention-sink outliers "
             f"(entries above row mean + 3 sd, and each row's maximum) zeroed and rows renormalised. "
             f"Sizes: sentence {i + 1} of {len(gallery[0].maps)}, {len(words)} words, so each map is "
             f"{len(words)}x{len(words)}; each panel has its own colour scale (range on its bar).")

@@ -303,7 +303,8 @@ class OLAExplorer:
         models = "; ".join(
             f"{n} ({self.loaded(n).num_layers} layers, {'causal' if self.loaded(n).is_causal else 'encoder'}): "
             f"{len(self.current_labels[n])}x{len(self.current_labels[n])}" for n in self.current_maps)
-        level = ("word level (subword rows averaged, columns summed, special tokens left out)"
+        level = ("word level, neutral pooling (attention / what uniform attention gives; 1 = uniform; "
+                 "special tokens left out)"
                  if self.level.value == "word" else "subword level (special tokens included)")
         sinks = ("sink outliers (above row mean + 3 sd, and each row's maximum) zeroed, rows renormalised"
                  if self.remove_sinks.value else "attention sinks kept")
