@@ -39,6 +39,7 @@ from olas_utils.data.corpus import build_chunks  # noqa: E402
 from olas_utils.extract import length_buckets, max_tokens  # noqa: E402
 from olas_utils.similarity.cache import extract_protocols, extract_to_cache  # noqa: E402
 from olas_utils.studies import crosslm  # noqa: E402
+from olas_utils.studies.depth import orders_for  # noqa: E402
 from olas_utils.zoo import DEFAULT_MODELS, load_model  # noqa: E402
 
 PROTOCOLS = ["released", "paper", "word"]
@@ -52,7 +53,8 @@ def bench(name: str, chunks, args) -> dict:
     batches = length_buckets(tb.lengths, args.batch_size)
     params = inspect.signature(model.forward).parameters
     lean = {k: v for k, v in (("use_cache", False), ("logits_to_keep", 1)) if k in params}
-    kw = dict(orders=(1, 2, 3), baselines=("rollout", "layer:0", "layer:-1"), batch_size=args.batch_size,
+    orders = list(orders_for(name, (1, 2, 3), lm.num_layers))  # splade-tiny has 2 layers: no order 3
+    kw = dict(orders=orders, baselines=("rollout", "layer:0", "layer:-1"), batch_size=args.batch_size,
               progress=False)
 
     def plain():
