@@ -6,7 +6,7 @@ lazy import inside a function counts like any other: it runs sooner or later.
 Layers, lowest first (a module may import its own layer or a lower one; the two analysis
 subpackages of layer 3 do not import each other):
 
-    0 core        olas_utils.{settings, ola, uniform, architecture, capture, maps, extract, align, sinks, atomic}
+    0 core        olas_utils.{settings, ola, uniform, architecture, capture, maps, extract, align, sinks, atomic, augment}
     1 data        olas_utils.data.*
     2 zoo         olas_utils.zoo.*
     3 analyses    olas_utils.similarity.*, olas_utils.toa.*

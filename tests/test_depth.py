@@ -62,16 +62,17 @@ def test_syntax_and_transfer_run_with_a_two_layer_model(tmp_path):
     from olas_utils.toa.taskmaps import ModelPool
 
     cfg = {**transfer.PROFILES["smoke"], "models": ["splade-tiny", "paraphrase-minilm-l3"], "tasks": ["dependency"],
-           "n_train": 8, "n_test": 4, "max_words": 8}
+           "n_train": 8, "n_dev": 4, "n_test": 4, "max_words": 8}
     splits = transfer.load_splits(cfg["tasks"], cfg, seed=0)
     pool = ModelPool(device="cpu", seed=0)
     frame = transfer.run_transfer(cfg["models"], splits, cfg, pool, seed=0, checkpoint_dir=tmp_path, progress=False)
     assert {("splade-tiny", "paraphrase-minilm-l3"), ("paraphrase-minilm-l3", "splade-tiny")} <= set(
         zip(frame.source, frame.target))
-    train, test = splits["dependency"]
+    train, dev, test = splits["dependency"]
     scfg = {**syntax_study.PROFILES["smoke"], "keys": ["ola:1", "ola:3", "rollout"]}
-    parser = syntax_study.parser_frame(["splade-tiny"], train, test, pool, scfg, seed=0, checkpoint_dir=tmp_path,
+    parser = syntax_study.parser_frame(["splade-tiny"], train, dev, test, pool, scfg, seed=0, checkpoint_dir=tmp_path,
                                        progress=False)
-    assert list(parser[parser.model == "splade-tiny"].key) == ["ola:1", "rollout"]
+    ola = parser[(parser.model == "splade-tiny") & (parser.condition == "ola")]
+    assert list(ola.key) == ["ola:1", "rollout"]
     probes = syntax_study.probe_frame(["splade-tiny"], test, pool, keys=["ola:2", "ola:3"], progress=False)
     assert set(probes[probes.model == "splade-tiny"].key) == {"ola:2"}

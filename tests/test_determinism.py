@@ -14,7 +14,7 @@ from olas_utils.toa.taskmaps import ModelPool
 pytestmark = pytest.mark.real_model
 
 REDUCED = {**transfer.PROFILES["smoke"], "models": ["minilm-l6", "mpnet-base"], "tasks": ["pos", "dependency"],
-           "n_train": 10, "n_test": 6, "max_words": 10}
+           "n_train": 10, "n_dev": 6, "n_test": 6, "max_words": 10}
 
 
 def test_reduced_runs_write_identical_tables(tmp_path):
@@ -24,10 +24,14 @@ def test_reduced_runs_write_identical_tables(tmp_path):
         pool = ModelPool(device="cpu", seed=0)
         frame = transfer.run_transfer(REDUCED["models"], splits, REDUCED, pool, seed=0,
                                       checkpoint_dir=tmp_path / f"ckpt{run}", progress=False)
-        train, test = splits["dependency"]
-        parser = syntax_study.parser_frame(["minilm-l6"], train, test, pool, {**syntax_study.PROFILES["smoke"]},
+        train, dev, test = splits["dependency"]
+        parser = syntax_study.parser_frame(["minilm-l6"], train, dev, test, pool, {**syntax_study.PROFILES["smoke"]},
                                            seed=0, checkpoint_dir=tmp_path / f"ckpt{run}", progress=False)
         paths = write_table(frame, tmp_path / f"run{run}" / "transfer") + write_table(parser, tmp_path / f"run{run}" / "parser")
         texts.append([p.read_bytes() for p in paths])
-        assert len(list((tmp_path / f"ckpt{run}").glob("*.pt"))) == 2 * 2 + 2  # trained afresh each run
+        # trained afresh each run. Per transfer task: 2 models × 3 variants, plus the tokenizer-only and
+        # position-only controls, whose word-level inputs are the same for both encoders (one checkpoint
+        # each); multi-source on one other model is that model's plain adapter. The parser: 2 keys + its
+        # 2 controls (the same for both keys).
+        assert len(list((tmp_path / f"ckpt{run}").glob("*.pt"))) == 2 * (2 * 3 + 2) + 2 + 2
     assert texts[0] == texts[1]

@@ -24,7 +24,7 @@ def test_load_task_subsets_are_seeded_and_filtered():
     with pytest.raises(ValueError, match="unknown task"):
         load_task("sentiment", "train")
     with pytest.raises(ValueError, match="split must be"):
-        load_task("pos", "dev")
+        load_task("pos", "validation")
     with pytest.raises(ValueError, match="no pos/train sentence"):
         load_task("pos", "train", max_words=1)
 

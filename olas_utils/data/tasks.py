@@ -1,18 +1,24 @@
 """The TOA tasks (paper.md §4: POS, NER twice, relations, dependencies) on the offline datasets, as plain per-sentence lists.
 
-=================  ==========  ==========================  ===============  =============
-task               kind        data (reader)               train / test     metric
-=================  ==========  ==========================  ===============  =============
-``pos``            token       CoNLL-2000 (column 2)       train / test     word accuracy
-``ner-conll2003``  token       CoNLL-2003 (IOB2)           train / testb    seqeval F1
-``ner-uner``       token       UNER English-EWT (IOB2)     dev / test       seqeval F1
-``relation``       relation    SemEval-2010 Task 8         train / test     official F1
-``dependency``     dependency  UD English-EWT              train / test     UAS / LAS
-=================  ==========  ==========================  ===============  =============
+=================  ==========  ==========================  =========================  =============
+task               kind        data (reader)               train / dev / test         metric
+=================  ==========  ==========================  =========================  =============
+``pos``            token       CoNLL-2000 (column 2)       train¹ / train⅒ / test      word accuracy
+``ner-conll2003``  token       CoNLL-2003 (IOB2)           train / testa / testb      seqeval F1
+``ner-uner``       token       UNER English-EWT (IOB2)     dev¹ / dev⅒ / test          seqeval F1
+``relation``       relation    SemEval-2010 Task 8         train¹ / train⅒ / test      official F1
+``dependency``     dependency  UD English-EWT              train / dev / test         UAS / LAS
+=================  ==========  ==========================  =========================  =============
 
-UNER's train file is not available offline, so its adapter trains on the dev split (and is
-tested on test). CoNLL-2003 replaces the paper's OntoNotes NER (LDC).
+``⅒``: a held-out tenth of the reader split (every sentence whose index in the file is
+9 mod 10), used for model selection and early stopping; ``¹``: the rest of that split
+(the training data then never contains a dev sentence). The test split is never used for
+any choice. UNER's train file is not available offline, so its adapter trains on 9/10 of
+the dev split (and is tested on test). CoNLL-2003 replaces the paper's OntoNotes NER (LDC).
+UNER English-EWT and UD English-EWT hold the same sentences, so their OLA maps are shared
+(:mod:`olas_utils.toa.taskmaps` keys maps by the words only).
 """
+
 
 from __future__ import annotations
 
@@ -22,6 +28,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+
+#: A held-out tenth of a reader split is every sentence whose index is 9 mod this.
+HELD_OUT_EVERY = 10
 
 __all__ = ["TaskSpec", "TaskData", "TASKS", "list_tasks", "load_task", "label_vocabulary"]
 
@@ -35,7 +44,8 @@ class TaskSpec:
         kind: ``"token"`` (one label per word), ``"relation"`` (one label per sentence,
             two entity spans) or ``"dependency"`` (a head and a relation per word).
         dataset: display name of the data.
-        splits: ``{"train": reader split, "test": reader split}``.
+        splits: ``{"train": ..., "dev": ..., "test": ...}``, each a reader split name or
+            ``(reader split, "rest" | "tenth")`` for nine tenths / the held-out tenth of it.
         label_field: the reader's column holding the labels.
         metric: display name of the headline metric.
     """
@@ -48,15 +58,19 @@ class TaskSpec:
     metric: str
 
 
+def _held_out(split: str) -> dict:
+    return {"train": (split, "rest"), "dev": (split, "tenth")}
+
+
 TASKS: dict[str, TaskSpec] = {
-    "pos": TaskSpec("pos", "token", "CoNLL-2000", {"train": "train", "test": "test"}, "pos", "accuracy"),
-    "ner-conll2003": TaskSpec("ner-conll2003", "token", "CoNLL-2003", {"train": "train", "test": "test"},
+    "pos": TaskSpec("pos", "token", "CoNLL-2000", {**_held_out("train"), "test": "test"}, "pos", "accuracy"),
+    "ner-conll2003": TaskSpec("ner-conll2003", "token", "CoNLL-2003", {"train": "train", "dev": "dev", "test": "test"},
                               "ner_tags", "entity F1"),
-    "ner-uner": TaskSpec("ner-uner", "token", "UNER English-EWT", {"train": "dev", "test": "test"},
+    "ner-uner": TaskSpec("ner-uner", "token", "UNER English-EWT", {**_held_out("dev"), "test": "test"},
                          "ner_tags", "entity F1"),
-    "relation": TaskSpec("relation", "relation", "SemEval-2010 Task 8", {"train": "train", "test": "test"},
+    "relation": TaskSpec("relation", "relation", "SemEval-2010 Task 8", {**_held_out("train"), "test": "test"},
                          "label", "macro-F1 (official)"),
-    "dependency": TaskSpec("dependency", "dependency", "UD English-EWT", {"train": "train", "test": "test"},
+    "dependency": TaskSpec("dependency", "dependency", "UD English-EWT", {"train": "train", "dev": "dev", "test": "test"},
                            "deprels", "UAS / LAS"),
 }
 
@@ -71,7 +85,7 @@ class TaskData:
     """Sentences of one task split with their gold annotation.
 
     Attributes:
-        task: task name; kind: see :class:`TaskSpec`; split: ``"train"`` or ``"test"``.
+        task: task name; kind: see :class:`TaskSpec`; split: ``"train"``, ``"dev"`` or ``"test"``.
         words: S sentences, each a list of W_i words.
         labels: token kind: per sentence, W_i tags; relation kind: one label per sentence;
             dependency kind: per sentence, W_i relation labels (deprels).
@@ -147,8 +161,14 @@ def label_vocabulary(task: str, data_dir=None) -> tuple[str, ...]:
         from olas_utils.data.semeval import SEMEVAL_LABELS
 
         return tuple(SEMEVAL_LABELS)
-    ds = _reader(task)(spec.splits["train"], data_dir=data_dir)
+    ds = _reader(task)(_reader_split(spec, "train")[0], data_dir=data_dir)
     return tuple(sorted({t for seq in ds[spec.label_field] for t in seq}))
+
+
+def _reader_split(spec: TaskSpec, split: str) -> tuple[str, str | None]:
+    """``(reader split, part)`` with part None (all), ``"rest"`` or ``"tenth"``."""
+    v = spec.splits[split]
+    return (v, None) if isinstance(v, str) else (v[0], v[1])
 
 
 def load_task(task: str, split: str, *, n: int | None = None, max_words: int | None = None,
@@ -157,7 +177,8 @@ def load_task(task: str, split: str, *, n: int | None = None, max_words: int | N
 
     Args:
         task: a name of :data:`TASKS`.
-        split: ``"train"`` or ``"test"`` (mapped to the reader's split, see the table above).
+        split: ``"train"``, ``"dev"`` or ``"test"`` (mapped to the reader's split, see the
+            table above; ``"dev"`` is for model selection, never for reported scores).
         n: keep at most n sentences, drawn without replacement with ``seed`` and kept in
             file order (None: all that pass the length filter).
         max_words, min_words: keep sentences with ``min_words <= W <= max_words``.
@@ -176,10 +197,13 @@ def load_task(task: str, split: str, *, n: int | None = None, max_words: int | N
         raise ValueError(f"n must be a positive number of sentences or None (all), got {n}")
     if split not in spec.splits:
         raise ValueError(f"split must be one of {sorted(spec.splits)}, got {split!r}")
-    ds = _reader(task)(spec.splits[split], data_dir=data_dir)
+    reader_split, part = _reader_split(spec, split)
+    ds = _reader(task)(reader_split, data_dir=data_dir)
     words_all = ds["words"]
+    in_part = {None: lambda i: True, "rest": lambda i: i % HELD_OUT_EVERY != HELD_OUT_EVERY - 1,
+               "tenth": lambda i: i % HELD_OUT_EVERY == HELD_OUT_EVERY - 1}[part]
     keep = [i for i, w in enumerate(words_all)
-            if len(w) >= min_words and (max_words is None or len(w) <= max_words)]
+            if in_part(i) and len(w) >= min_words and (max_words is None or len(w) <= max_words)]
     if not keep:
         raise ValueError(f"no {task}/{split} sentence has {min_words}..{max_words} words")
     if n is not None and n < len(keep):
@@ -189,7 +213,7 @@ def load_task(task: str, split: str, *, n: int | None = None, max_words: int | N
     out = TaskData(task=task, kind=spec.kind, split=split, words=[list(w) for w in sub["words"]],
                    labels=[], label_names=label_vocabulary(task, data_dir), rows=list(keep),
                    meta={"n": n, "max_words": max_words, "min_words": min_words, "seed": seed,
-                         "reader_split": spec.splits[split]})
+                         "reader_split": reader_split, "part": part})
     if spec.kind == "token":
         out.labels = [list(t) for t in sub[spec.label_field]]
     elif spec.kind == "relation":

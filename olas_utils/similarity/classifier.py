@@ -13,7 +13,7 @@ and key (combine keys into channels with
 :func:`olas_utils.similarity.inputs.stack_channels`).
 
 The pieces: input conversion and standardisation in :mod:`olas_utils.similarity.inputs`,
-the augmentations in :mod:`olas_utils.similarity.augment`, the network in
+the augmentations in :mod:`olas_utils.augment`, the network in
 :mod:`olas_utils.similarity.resnet`, the trained classifier in
 :mod:`olas_utils.similarity.result`, evaluation in :mod:`olas_utils.similarity.evaluation`.
 
@@ -70,7 +70,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from olas_utils.similarity.augment import Augmentation, augment_batch
+from olas_utils.augment import Augmentation, augment_batch
 from olas_utils.similarity.evaluation import _accuracy, _logits
 from olas_utils.similarity.inputs import as_images, standardize
 from olas_utils.similarity.resnet import build_resnet18

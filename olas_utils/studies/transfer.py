@@ -1,48 +1,64 @@
 """Transferable OLA Adapter across LMs (notebook 04; paper.md §4).
 
 Within each family (encoders, causal LMs; read from each model's config) an adapter is
-trained on every model's OLA for every task and evaluated, unchanged, on every model of
-the family. Each table holds, per target model:
+trained on every model's OLA for every task (epoch chosen on that model's dev data) and
+evaluated, unchanged, on every model of the family. Conditions (:data:`CONDITIONS`), per
+task and target model:
 
 * ``self`` — the adapter trained on the target's own OLA (the upper bound);
-* ``transfer`` — adapters trained on another model of the family (the paper's TOA);
-* ``random-init target`` (control) — the source adapter applied to the OLA of a randomly
-  initialised copy of the target (same architecture and tokenizer): if transfer rested on
-  the trained model's attention, this must fall to the baseline;
-* ``trained on random-init`` (control, paper profile) — an adapter trained *and* tested on
-  the random copy's OLA: how much a task can be read from an untrained model's attention;
-* ``baseline`` — a model-free baseline (:func:`olas_utils.toa.fit.trivial_baseline`).
+* ``transfer`` — adapters trained on another model of the family (the paper's TOA), and
+  three remedies, each its own condition (issue #11): ``transfer (rank)`` — inputs
+  normalised to per-row ranks, which removes model-specific scale and sink magnitude
+  (:func:`olas_utils.toa.features.rank_rows`); ``transfer (augmented)`` — the paper's
+  augmentations (highlighted sink columns, temperature, noise); ``transfer
+  (multi-source)`` — one adapter trained on every *other* model of the family;
+* ``TOA (headline)`` — for each target, the single-source variant (plain, rank or
+  augmented) with the best transfer *between the other models' dev data*: nothing about
+  the target is used for the choice;
+* controls: ``random-init target`` (the source adapter applied to a randomly initialised
+  copy of the target), ``tokenizer-only`` and ``position-only`` (adapters trained and
+  tested on uniform-attention maps / relative-position channels, see
+  :mod:`olas_utils.studies.adapters`), and ``baseline`` (model-free,
+  :func:`olas_utils.toa.fit.trivial_baseline`).
 """
 
 from __future__ import annotations
 
+from itertools import permutations
 from typing import Sequence
 
 import pandas as pd
 
 from olas_utils.data.tasks import TASKS, TaskData, load_task
-from olas_utils.studies.depth import orders_for
 
-__all__ = ["PROFILES", "PAPER_CLAIMS", "load_splits", "run_transfer", "transfer_matrix", "task_summary",
-           "bar_chart", "comparison_markdown", "CONDITIONS"]
+__all__ = ["PROFILES", "PAPER_CLAIMS", "CONDITIONS", "VARIANTS", "CONTROLS", "load_splits", "run_transfer",
+           "transfer_matrix"]
 
+#: Single-source training variants: name → (input normalisation, augmentations).
+VARIANTS: dict[str, tuple[str, bool]] = {"plain": ("none", False), "rank": ("rank", False),
+                                         "augmented": ("none", True)}
+#: Controls of every transfer table.
+CONTROLS = ("random-init target", "tokenizer-only", "position-only", "baseline")
 #: Table conditions, in display order.
-CONDITIONS = ("self", "transfer", "random-init target", "trained on random-init", "baseline")
+CONDITIONS = ("self", "transfer", "transfer (rank)", "transfer (augmented)", "transfer (multi-source)",
+              "TOA (headline)") + CONTROLS
 
 #: Notebook 04 sizes (``models=None``: the default zoo; ``tasks=None``: all of
 #: :data:`olas_utils.data.tasks.TASKS`). ``keys``: the OLA maps stacked as channels (each raw
-#: and sink-removed, as in the paper).
+#: and sink-removed, as in the paper). ``n_train / n_dev / n_test`` sentences per task
+#: (dev: the task's dev split or a held-out tenth of its training split).
 PROFILES: dict[str, dict] = {
     "smoke": {"models": ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"], "tasks": ["pos", "relation"],
-              "n_train": 24, "n_test": 16, "max_words": 15, "keys": ["ola:1", "ola:2"], "level": "word",
-              "adapter": "tiny", "epochs": 1, "batch_size": 8, "lr": 2e-3, "arc_dim": 32, "label_dim": 16,
-              "train_on_controls": False},
-    "quick": {"models": None, "tasks": None, "n_train": 150, "n_test": 100, "max_words": 25,
-              "keys": ["ola:1", "ola:2"], "level": "word", "adapter": "small", "epochs": 8, "batch_size": 8,
-              "lr": 3e-3, "arc_dim": 64, "label_dim": 32, "train_on_controls": False},
-    "paper": {"models": None, "tasks": None, "n_train": None, "n_test": None, "max_words": None, "min_words": 1,
-              "keys": ["ola:1", "ola:2"], "level": "subword", "adapter": "paper", "epochs": 15, "batch_size": 2,
-              "lr": 1e-5, "arc_dim": 512, "label_dim": 128, "train_on_controls": True},
+              "n_train": 24, "n_dev": 12, "n_test": 16, "max_words": 15, "keys": ["ola:1", "ola:2"], "level": "word",
+              "adapter": "tiny", "epochs": 2, "patience": 1, "batch_size": 8, "lr": 2e-3, "arc_dim": 32,
+              "label_dim": 16},
+    "quick": {"models": ["minilm-l6", "paraphrase-minilm-l3", "e5-small"], "tasks": ["dependency", "relation"],
+              "n_train": 1000, "n_dev": 200, "n_test": 400, "min_words": 3, "max_words": 30,
+              "keys": ["ola:1", "ola:2"], "level": "word", "adapter": "small", "epochs": 5, "patience": 1,
+              "batch_size": 8, "lr": 3e-3, "arc_dim": 128, "label_dim": 64},
+    "paper": {"models": None, "tasks": None, "n_train": None, "n_dev": None, "n_test": None, "max_words": None,
+              "min_words": 1, "keys": ["ola:1", "ola:2"], "level": "subword", "adapter": "paper", "epochs": 15,
+              "patience": 3, "batch_size": 2, "lr": 1e-5, "arc_dim": 512, "label_dim": 128},
 }
 
 #: What paper.md §4 reports, for the closing comparison.
@@ -51,18 +67,20 @@ PAPER_CLAIMS = ("On SemEval relation classification, TOA trained on Llama-3.2-3B
                 "parsing, largest for small models and syntax-heavy tasks.")
 
 
-def load_splits(tasks: Sequence[str], cfg: dict, seed: int = 0, data_dir=None) -> dict[str, tuple[TaskData, TaskData]]:
-    """``{task: (train, test)}`` subsets per the profile ``cfg`` (n_train, n_test, max_words,
-    min_words; the paper profile keeps every sentence)."""
+def load_splits(tasks: Sequence[str], cfg: dict, seed: int = 0,
+                data_dir=None) -> dict[str, tuple[TaskData, TaskData, TaskData]]:
+    """``{task: (train, dev, test)}`` subsets per the profile ``cfg`` (n_train, n_dev,
+    n_test, max_words, min_words; the paper profile keeps every sentence)."""
     kw = {"max_words": cfg["max_words"], "min_words": cfg.get("min_words", 2), "seed": seed, "data_dir": data_dir}
-    return {t: (load_task(t, "train", n=cfg["n_train"], **kw), load_task(t, "test", n=cfg["n_test"], **kw))
+    return {t: tuple(load_task(t, split, n=cfg[f"n_{split}"], **kw) for split in ("train", "dev", "test"))
             for t in tasks}
 
 
-def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskData]], cfg: dict, pool, *,
-                 seed: int = 0, device="cpu", checkpoint_dir=None, progress: bool = True) -> pd.DataFrame:
-    """Train every (model, task) adapter and evaluate it on every model of its family, with
-    the controls and baseline described in the module docstring.
+def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskData, TaskData]], cfg: dict, pool, *,
+                 seed: int = 0, device="cpu", checkpoint_dir=None, progress: bool = True, store=None) -> pd.DataFrame:
+    """Train every (model, task, variant) adapter with early stopping on the model's dev
+    data and evaluate it on every model of its family, with the remedies, controls and
+    baseline of the module docstring.
 
     Args:
         models: model names (families read from their configs).
@@ -73,69 +91,120 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
         device: where to train and predict.
         checkpoint_dir: resumable checkpoints (default ``<cache>/toa``).
         progress: bars.
+        store: a :class:`~olas_utils.studies.adapters.MapStore` shared with other studies.
 
     Returns:
-        Long table: ``task, metric, family, source, target, condition, score`` and every
-        metric of :func:`olas_utils.toa.fit.score` as its own column (fractions). ``source`` is
-        ``"-"`` for the baseline.
+        Long table: ``task, metric, family, source, target, condition, variant, score`` and
+        every metric of :func:`olas_utils.toa.fit.score` as its own column (fractions), plus
+        ``best_epoch`` / ``epochs_run`` of the adapter. ``source`` is ``"-"`` for the
+        baseline, ``"others"`` for multi-source and ``"chosen"`` for the headline row
+        (whose ``variant`` names the choice and ``dev_choice`` its dev score).
     """
-    from olas_utils.toa.features import build_examples, n_channels
-    from olas_utils.settings import cache_dir
-    from olas_utils.toa.taskmaps import task_maps
-    from olas_utils.toa.fit import HEADLINE, adapter_config, evaluate, fit_adapter, profile_training, score, trivial_baseline
+    from olas_utils.studies.adapters import MapStore, train_adapter
+    from olas_utils.toa.fit import HEADLINE, evaluate, score, trivial_baseline
 
-    ckpt = checkpoint_dir or (cache_dir() / "toa")
+    store = store or MapStore(pool, level=cfg["level"], progress=progress)
     keys = list(cfg["keys"])
-    adapter = adapter_config(cfg["adapter"], n_channels(keys))
-    with_controls = bool(cfg.get("train_on_controls"))
-
-    # 1. Maps: model-major, so each model (and its random copy) is loaded once.
-    ex: dict = {}
-    family: dict[str, str] = {}
+    # 1. maps, model-major (each model and its random copy loaded once)
     for name in models:
-        for task, (train, test) in splits.items():
-            wanted = [("none", "train", train), ("none", "test", test), ("random", "test", test)]
-            if with_controls:
-                wanted.append(("random", "train", train))
-            for control, split, data in wanted:
-                maps = task_maps(pool, name, data, control=None if control == "none" else control,
-                                 orders=orders_for(name, (1, 2, 3)), progress=progress)
-                family[name] = "causal" if maps.is_causal else "encoder"
-                if cfg["level"] == "word":
-                    maps = maps.to_words()
-                ex[name, control, task, split] = build_examples(maps, data, keys)
-    pool.release()
-
+        for task, (train, dev, test) in splits.items():
+            for data in (train, dev, test):
+                store.maps(name, data)
+            store.maps(name, test, "random")
+            store.maps(name, train, "uniform"), store.maps(name, dev, "uniform"), store.maps(name, test, "uniform")
+        store.release()
+    family = {m: store.family(m) for m in models}
     rows = []
 
-    def add(task, data, source, target, condition, scores):
+    def add(task, source, target, condition, variant, scores, info=None, **extra):
         rows.append({"task": task, "metric": HEADLINE[task], "family": family.get(target, "-"), "source": source,
-                     "target": target, "condition": condition, "score": scores[HEADLINE[task]], **scores})
+                     "target": target, "condition": condition, "variant": variant,
+                     "score": scores[HEADLINE[task]], **scores,
+                     "best_epoch": (info or {}).get("best_epoch"), "epochs_run": (info or {}).get("epochs_run"),
+                     **extra})
 
-    for task, (train, test) in splits.items():
-        tcfg, hk = profile_training(cfg, seed, TASKS[task].kind)
-        for source in models:
-            model, _ = fit_adapter(ex[source, "none", task, "train"], train, adapter, tcfg, checkpoint_dir=ckpt,
-                                   head_kwargs=hk, provenance={"model": source, "keys": keys, "level": cfg["level"]},
-                                   device=device, progress=progress, desc=f"{task} on {source}")
-            for target in models:
-                if family[target] != family[source]:
-                    continue
-                cond = "self" if target == source else "transfer"
-                add(task, test, source, target, cond, evaluate(model, ex[target, "none", task, "test"], test, device=device))
-                add(task, test, source, target, "random-init target",
-                    evaluate(model, ex[target, "random", task, "test"], test, device=device))
-            if with_controls:
-                ctrl, _ = fit_adapter(ex[source, "random", task, "train"], train, adapter, tcfg, checkpoint_dir=ckpt,
-                                      head_kwargs=hk, provenance={"model": source, "control": "random", "keys": keys,
-                                                                  "level": cfg["level"], "pool_seed": pool.seed},
-                                      device=device, progress=progress, desc=f"{task} on {source}+random")
-                add(task, test, source + "+random", source, "trained on random-init",
-                    evaluate(ctrl, ex[source, "random", task, "test"], test, device=device))
+    for task, (train, dev, test) in splits.items():
+        metric = HEADLINE[task]
+
+        def ex(name, data, variant="plain", inputs="ola", control=None):
+            return store.examples(name, data, keys, inputs=inputs, control=control, normalize=VARIANTS[variant][0])
+
+        def fit(names, variant="plain", inputs="ola"):
+            x_tr = [e for n in names for e in ex(n, train, variant, inputs)]
+            x_dv = [e for n in names for e in ex(n, dev, variant, inputs)]
+            d_tr, d_dv = _repeat(train, len(names)), _repeat(dev, len(names))
+            prov = {"models": list(names), "keys": keys, "level": cfg["level"], "variant": variant}
+            if inputs != "ola":
+                prov = {"inputs": inputs, "level": cfg["level"]}
+            return train_adapter((x_tr, d_tr), (x_dv, d_dv), cfg, seed=seed, provenance=prov,
+                                 augment=VARIANTS[variant][1], device=device, checkpoint_dir=checkpoint_dir,
+                                 progress=progress, desc=f"{task} on {'+'.join(names)} {variant} {inputs}")
+
+        adapters = {(s, v): fit([s], v) for s in models for v in VARIANTS}
+        dev_transfer = {(s, t, v): evaluate(adapters[s, v][0], ex(t, dev, v), dev, device=device)[metric]
+                        for (s, v) in adapters for t in models if t != s and family[t] == family[s]}
+        for target in models:
+            peers = [s for s in models if family[s] == family[target]]
+            others = [s for s in peers if s != target]
+            model, info = adapters[target, "plain"]
+            add(task, target, target, "self", "plain", evaluate(model, ex(target, test), test, device=device), info)
+            for source in peers:
+                model, info = adapters[source, "plain"]
+                add(task, source, target, "random-init target", "plain",
+                    evaluate(model, ex(target, test, control="random"), test, device=device), info)
+            for source in others:
+                for v in VARIANTS:
+                    model, info = adapters[source, v]
+                    cond = "transfer" if v == "plain" else f"transfer ({v})"
+                    add(task, source, target, cond, v, evaluate(model, ex(target, test, v), test, device=device), info)
+            if others:
+                model, info = fit(others)
+                add(task, "others", target, "transfer (multi-source)", "plain",
+                    evaluate(model, ex(target, test), test, device=device), info)
+                choice = _choose_variant(dev_transfer, [s for s in others])
+                chosen = [r for r in rows if r["task"] == task and r["target"] == target
+                          and r["condition"].startswith("transfer") and r["variant"] == choice[0]
+                          and r["source"] in others]
+                mean = {k: sum(r[k] for r in chosen) / len(chosen) for k in chosen[0] if k in score_keys(chosen[0])}
+                add(task, "chosen", target, "TOA (headline)", choice[0], mean, dev_choice=choice[1])
+            for inputs in ("tokenizer-only", "position-only"):
+                model, info = fit([target], "plain", inputs)
+                add(task, target, target, inputs, "plain",
+                    evaluate(model, ex(target, test, inputs=inputs), test, device=device), info)
         base = score(test, trivial_baseline(train, test))
-        rows.append({"task": task, "metric": HEADLINE[task], "family": "-", "source": "-", "target": "-",
-                     "condition": "baseline", "score": base[HEADLINE[task]], **base})
+        rows.append({"task": task, "metric": metric, "family": "-", "source": "-", "target": "-",
+                     "condition": "baseline", "variant": "-", "score": base[metric], **base})
     return pd.DataFrame(rows)
+
+
+def score_keys(row: dict) -> list[str]:
+    """The metric columns of a result row (those :func:`olas_utils.toa.fit.score` returns)."""
+    skip = {"task", "metric", "family", "source", "target", "condition", "variant", "best_epoch", "epochs_run",
+            "dev_choice"}
+    return [k for k, v in row.items() if k not in skip and isinstance(v, float)]
+
+
+def _repeat(data: TaskData, times: int) -> TaskData:
+    """``data`` with its sentences repeated ``times`` (multi-source training: one copy per
+    source model's examples)."""
+    if times == 1:
+        return data
+    from dataclasses import replace
+
+    rep = lambda v: None if v is None else list(v) * times  # noqa: E731
+    return replace(data, words=rep(data.words), labels=rep(data.labels), rows=rep(data.rows), heads=rep(data.heads),
+                   upos=rep(data.upos), spans=rep(data.spans), meta={**data.meta, "repeated": times})
+
+
+def _choose_variant(dev_transfer: dict, sources: Sequence[str]) -> tuple[str, float | None]:
+    """The variant with the best mean dev transfer between ``sources`` (ordered pairs, each
+    the dev data of a model that is not the target); ``"plain"`` if fewer than two."""
+    if len(sources) < 2:
+        return "plain", None
+    means = {v: sum(dev_transfer[s, t, v] for s, t in permutations(sources, 2)) / (len(sources) * (len(sources) - 1))
+             for v in VARIANTS}
+    best = max(VARIANTS, key=lambda v: (means[v], v == "plain"))
+    return best, means[best]
 
 
 def transfer_matrix(frame: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -143,97 +212,3 @@ def transfer_matrix(frame: pd.DataFrame, task: str) -> pd.DataFrame:
     (``self`` on the diagonal), families side by side."""
     d = frame[(frame.task == task) & frame.condition.isin(["self", "transfer"])]
     return (d.pivot_table(index=["family", "source"], columns="target", values="score", sort=False) * 100).round(1)
-
-
-def task_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per task and target model: headline score (%) for ``self``, the mean over sources of
-    ``transfer`` (and its min–max), the mean ``random-init target`` control over sources,
-    ``trained on random-init`` if run, and the task's baseline."""
-    rows = []
-    for task, d in frame.groupby("task", sort=False):
-        base = d[d.condition == "baseline"].score.iloc[0]
-        for target, t in d[d.condition != "baseline"].groupby("target", sort=False):
-            tr = t[t.condition == "transfer"].score
-            r = {"task": task, "metric": t.metric.iloc[0], "family": t.family.iloc[0], "target": target,
-                 "self": t[t.condition == "self"].score.mean(),
-                 "transfer (mean)": tr.mean() if len(tr) else float("nan"),
-                 "transfer (min)": tr.min() if len(tr) else float("nan"),
-                 "transfer (max)": tr.max() if len(tr) else float("nan"),
-                 "random-init target": t[t.condition == "random-init target"].score.mean()}
-            if (t.condition == "trained on random-init").any():
-                r["trained on random-init"] = t[t.condition == "trained on random-init"].score.mean()
-            r["baseline"] = base
-            rows.append(r)
-    out = pd.DataFrame(rows)
-    num = out.select_dtypes("number").columns
-    out[num] = (out[num] * 100).round(1)
-    return out
-
-
-def bar_chart(summary: pd.DataFrame, task: str, *, caption: str = ""):
-    """Bars per target model: self, transfer (mean, with min–max whiskers), random-init
-    target, [trained on random-init], and the baseline as a dashed line.
-
-    Returns:
-        The matplotlib figure.
-    """
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    s = summary[summary.task == task].reset_index(drop=True)
-    conds = [c for c in ("self", "transfer (mean)", "random-init target", "trained on random-init") if c in s]
-    x = np.arange(len(s))
-    w = 0.8 / len(conds)
-    fig, ax = plt.subplots(figsize=(2.0 + 1.2 * len(s), 3.4), layout="constrained")
-    for j, c in enumerate(conds):
-        vals = s[c].to_numpy(dtype=float)
-        err = None
-        if c == "transfer (mean)":
-            err = np.vstack([vals - s["transfer (min)"].to_numpy(float), s["transfer (max)"].to_numpy(float) - vals])
-            err = np.nan_to_num(err)
-        ax.bar(x + (j - (len(conds) - 1) / 2) * w, np.nan_to_num(vals), w, yerr=err, capsize=2, label=c)
-    ax.axhline(s.baseline.iloc[0], color="k", ls="--", lw=1, label="baseline")
-    ax.set_xticks(x, s.target, rotation=20)
-    ax.set_ylabel(f"{s.metric.iloc[0]} (%)")
-    ax.set_title(f"{task}{' — ' + caption if caption else ''}", fontsize=9)
-    ax.legend(fontsize=7, ncols=2)
-    return fig
-
-
-def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFrame | None = None) -> str:
-    """The closing text, generated from this run's summary: where transfer beats the
-    baseline and the random-init control, and the gap to the self-trained upper bound,
-    set against the paper's claims (:data:`PAPER_CLAIMS`). With the long ``frame`` of
-    :func:`run_transfer`, relation *accuracy* (the paper's measure) is reported too."""
-    s = summary.dropna(subset=["transfer (mean)"])
-    lines = [f"**This run** ({sizes}). Headline metric per task; percentages.", "",
-             "| task | targets | transfer > baseline | transfer > random-init target | mean transfer | mean self | "
-             "mean random-init | baseline |", "|---|---|---|---|---|---|---|---|"]
-    for task, t in s.groupby("task", sort=False):
-        lines.append(f"| {task} ({t.metric.iloc[0]}) | {len(t)} | {(t['transfer (mean)'] > t.baseline).sum()}/{len(t)} | "
-                     f"{(t['transfer (mean)'] > t['random-init target']).sum()}/{len(t)} | "
-                     f"{t['transfer (mean)'].mean():.1f} | {t['self'].mean():.1f} | "
-                     f"{t['random-init target'].mean():.1f} | {t.baseline.iloc[0]:.1f} |")
-    beats = (s["transfer (mean)"] > s["random-init target"]).mean() if len(s) else float("nan")
-    lines += ["", f"**Paper (§4):** {PAPER_CLAIMS}", "",
-              (f"* Transferred adapters beat the random-init control on {beats:.0%} of (task, target) pairs: the "
-               "adapter reads something the trained models share and an untrained copy lacks." if beats >= 0.8 else
-               f"* Transferred adapters beat the random-init control on only {beats:.0%} of (task, target) pairs: "
-               "**this run does not show transfer beyond what an untrained copy's attention also gives**. At this "
-               "size (see above) it cannot test the paper's claim; the paper profile (GPU) can."),
-              "* Where transfer does not beat the model-free baseline, the OLA adapter at this size does not know "
-              "the task better than word identity statistics; this is expected for POS and NER, whose labels depend "
-              "on the word form that OLA does not carry.",
-              "* The paper reports relation *accuracy*; our headline is the official macro-F1 (accuracy is in the CSV)."]
-    if frame is not None and "accuracy" in frame and (frame.task == "relation").any():
-        r = frame[frame.task == "relation"]
-
-        def acc(cond):
-            a = r[r.condition == cond].accuracy * 100
-            return f"{a.mean():.1f} ({a.min():.1f}–{a.max():.1f})" if len(a) else "–"
-
-        lines.append(f"* Relation accuracy, mean (min–max) over pairs: transfer {acc('transfer')}, self {acc('self')}, "
-                     f"random-init target {acc('random-init target')}, model-free baseline {acc('baseline')}; "
-                     "the paper's 30–33 % is for a 3B source model on 1.5–2B targets, full training data and a "
-                     "768-dim adapter.")
-    return "\n".join(lines)

@@ -5,10 +5,11 @@ control through :mod:`olas_utils.extract`) and the tasks of :mod:`olas_utils.dat
 Out: trained adapters, predictions and word-level scores.
 
 - ``taskmaps``: cached OLA of task sentences per model / control;
-- ``features``: maps → adapter input channels with word positions and gold targets;
+- ``features``: maps → adapter input channels with word positions and gold targets (also
+  the position-only control's channels and rank-normalised inputs);
 - ``adapter``, ``heads``: the axial-attention image model and the token / relation /
   biaffine heads (``TOAModel``);
-- ``train``: resumable, deterministic training and prediction;
+- ``train``: resumable, deterministic training (early stopping on dev data) and prediction;
 - ``fit``: one experiment step (fit, predict, score) and the model-free baselines;
 - ``decoding``, ``metrics``: tree decoding (Eisner, Chu–Liu/Edmonds) and POS / NER /
   SemEval / UAS-LAS metrics;

@@ -297,8 +297,10 @@ def decode_tree(scores: Any, algorithm: str = "mst", single_root: bool = True) -
     Args:
         scores: ``(n+1, n+1)`` float array/tensor, ``scores[dep, head]`` (module convention).
         algorithm: ``"mst"`` (Chu–Liu/Edmonds, non-projective; aliases ``"cle"``,
-            ``"chu_liu_edmonds"``) or ``"eisner"`` (projective).
-        single_root: exactly one word attaches to ROOT.
+            ``"chu_liu_edmonds"``), ``"eisner"`` (projective) or ``"greedy"`` (each word's
+            highest-scoring head other than itself, ROOT included: no tree constraint, what
+            the released code evaluates, paper.md §5; may give cycles or several roots).
+        single_root: exactly one word attaches to ROOT (ignored by ``"greedy"``).
 
     Returns:
         ``list[int]`` of length n: 1-based heads of words 1..n, 0 = ROOT.
@@ -311,4 +313,8 @@ def decode_tree(scores: Any, algorithm: str = "mst", single_root: bool = True) -
         return chu_liu_edmonds(scores, single_root=single_root)
     if alg == "eisner":
         return eisner(scores, single_root=single_root)
-    raise ValueError(f"unknown algorithm {algorithm!r}; expected 'mst' or 'eisner'")
+    if alg == "greedy":
+        s = _as_scores(scores)
+        np.fill_diagonal(s, -np.inf)
+        return [int(j) for j in s[1:].argmax(axis=1)]
+    raise ValueError(f"unknown algorithm {algorithm!r}; expected 'mst', 'eisner' or 'greedy'")

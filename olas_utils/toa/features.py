@@ -7,6 +7,19 @@ with ``keep_raw=True``), rows renormalised to sum 1 and then multiplied by the i
 so that every row sums to L whatever the sentence length (a uniform encoder row is all
 ones; a causal row i spreads L over its i+1 visible positions). Causal maps are *not*
 symmetrised here (the adapter sees the lower triangle as it is).
+
+Input normalisation (``normalize``, a transfer remedy, issue #11): ``"none"`` keeps the
+scaled rows; ``"rank"`` replaces every row's visible entries by their ranks (ties
+averaged), scaled so the largest is 1 — a map's ordering survives, its model-specific
+scale and contrast (how peaked rows are, how heavy a sink is) do not.
+
+Controls for trained adapters (``source``): ``"ola"`` (the maps), ``"position"`` (the
+**position-only** control: the OLA channels replaced by relative-position channels of the
+same count — alternately ``1/(1+|i−j|)`` on and left of the diagonal, and on and right of
+it (for causal models the causal mask instead of the right half, which they cannot see) —
+through the same scaling, so the adapter learns what word order alone gives). The
+*tokenizer-only* control is the ``"ola"`` source on uniform-attention maps
+(:func:`olas_utils.toa.taskmaps.task_maps` with ``control="uniform"``).
 """
 
 from __future__ import annotations
@@ -20,7 +33,12 @@ from olas_utils.extract import OLAMaps
 from olas_utils.sinks import preprocess
 from olas_utils.data.tasks import TaskData
 
-__all__ = ["Example", "word_positions", "adapter_image", "build_examples", "n_channels"]
+__all__ = ["Example", "word_positions", "adapter_image", "position_image", "rank_rows", "build_examples",
+           "n_channels", "NORMALIZATIONS", "SOURCES"]
+
+#: Input normalisations of :func:`adapter_image` and inputs of :func:`build_examples`.
+NORMALIZATIONS = ("none", "rank")
+SOURCES = ("ola", "position")
 
 
 @dataclass
@@ -73,20 +91,62 @@ def word_positions(maps: OLAMaps, i: int) -> torch.Tensor:
     return pos
 
 
+def rank_rows(x: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Row-wise ranks of ``(C, L, L)`` channels over each row's visible entries (all of
+    them; for causal maps columns ``j <= i``), ties averaged, divided by the row's number of
+    visible entries (so the largest entry gets 1); invisible entries stay 0.
+
+    Example: the row ``[0.5, 0.2, 0.2, 0.1]`` → ``[1.0, 0.625, 0.625, 0.25]``.
+    """
+    L = x.shape[-1]
+    vis = torch.ones(L, L, dtype=torch.bool)
+    if causal:
+        vis = torch.tril(vis)
+    v = x.double().masked_fill(~vis, float("-inf"))
+    less = (v[..., None, :] < v[..., :, None]).sum(-1).double()  # entries strictly below each entry
+    equal = (v[..., None, :] == v[..., :, None]).sum(-1).double()
+    ranks = less + (equal + 1) / 2  # 1-based average rank among visible + invisible (-inf rank lowest)
+    n_vis = vis.sum(-1).double()  # (L,)
+    ranks = ranks - (L - n_vis)[:, None]  # the invisible entries sit below every visible one
+    return (ranks / n_vis[:, None]).masked_fill(~vis, 0.0).to(x.dtype)
+
+
+def position_image(length: int, n_channels: int, *, causal: bool) -> torch.Tensor:
+    """``(n_channels, L, L)`` relative-position channels of the position-only control (see
+    the module docstring), before scaling."""
+    i = torch.arange(length)
+    decay = 1.0 / (1.0 + (i[:, None] - i[None, :]).abs().double())
+    left = torch.tril(decay)
+    right = torch.tril(torch.ones(length, length, dtype=torch.float64)) if causal else torch.triu(decay)
+    return torch.stack([left if c % 2 == 0 else right for c in range(n_channels)])
+
+
 def adapter_image(maps: OLAMaps, i: int, keys: Sequence[str], *, remove_sinks: bool = True,
-                  keep_raw: bool = True) -> torch.Tensor:
+                  keep_raw: bool = True, normalize: str = "none", source: str = "ola") -> torch.Tensor:
     """``(C, L, L)`` adapter input of sentence ``i`` (see the module docstring).
 
     Raises:
         KeyError: a key that was not extracted.
+        ValueError: unknown ``normalize`` or ``source``.
     """
-    x = preprocess(maps.stack(i, keys), causal=maps.is_causal, remove_sinks=remove_sinks, keep_raw=keep_raw,
-                   renormalize=True, symmetrize=False)
+    if normalize not in NORMALIZATIONS or source not in SOURCES:
+        raise ValueError(f"normalize must be one of {NORMALIZATIONS} and source one of {SOURCES}, got "
+                         f"{normalize!r}, {source!r}")
+    if source == "position":
+        length = maps[keys[0]][i].shape[-1]
+        x = position_image(length, n_channels(keys, remove_sinks=remove_sinks, keep_raw=keep_raw),
+                           causal=maps.is_causal)
+        x = x / x.sum(-1, keepdim=True)
+    else:
+        x = preprocess(maps.stack(i, keys), causal=maps.is_causal, remove_sinks=remove_sinks, keep_raw=keep_raw,
+                       renormalize=True, symmetrize=False)
+    if normalize == "rank":
+        return rank_rows(x, maps.is_causal).float().contiguous()
     return (x * x.shape[-1]).float().contiguous()
 
 
 def build_examples(maps: OLAMaps, data: TaskData, keys: Sequence[str], *, remove_sinks: bool = True,
-                   keep_raw: bool = True) -> list[Example]:
+                   keep_raw: bool = True, normalize: str = "none", source: str = "ola") -> list[Example]:
     """Adapter examples of a task split from its OLA maps (either level).
 
     Args:
@@ -94,6 +154,7 @@ def build_examples(maps: OLAMaps, data: TaskData, keys: Sequence[str], *, remove
         data: the task split (:func:`olas_utils.data.tasks.load_task`).
         keys: maps to stack, e.g. ``["ola:1", "ola:2"]``.
         remove_sinks, keep_raw: see :func:`olas_utils.sinks.preprocess`.
+        normalize, source: see the module docstring (``"rank"``; ``"position"`` control).
 
     Returns:
         One :class:`Example` per sentence.
@@ -109,7 +170,8 @@ def build_examples(maps: OLAMaps, data: TaskData, keys: Sequence[str], *, remove
     out = []
     for i in range(len(data)):
         lab = data.label_ids(i)
-        ex = Example(image=adapter_image(maps, i, keys, remove_sinks=remove_sinks, keep_raw=keep_raw),
+        ex = Example(image=adapter_image(maps, i, keys, remove_sinks=remove_sinks, keep_raw=keep_raw,
+                                         normalize=normalize, source=source),
                      positions=word_positions(maps, i), labels=torch.as_tensor(lab, dtype=torch.long))
         if data.heads is not None:
             ex.heads = torch.as_tensor(data.heads[i], dtype=torch.long)

@@ -18,7 +18,7 @@ from olas_utils.toa.adapter import ADAPTER_SIZES, AdapterConfig
 from olas_utils.toa.features import Example
 from olas_utils.toa.heads import TOAModel
 from olas_utils.data.tasks import TaskData
-from olas_utils.toa.train import TrainConfig, checkpoint_key, predict, train_model
+from olas_utils.toa.train import Selection, TrainConfig, checkpoint_key, examples_digest, predict, train_model
 
 __all__ = ["HEADLINE", "to_labels", "score", "trivial_baseline", "fit_adapter", "adapter_config",
            "profile_training"]
@@ -161,6 +161,7 @@ def profile_training(cfg: dict, seed: int, kind: str) -> tuple[TrainConfig, dict
 
 def fit_adapter(examples: Sequence[Example], data: TaskData, adapter: AdapterConfig, cfg: TrainConfig, *,
                 checkpoint_dir: str | Path | None = None, provenance: dict | None = None, head_kwargs: dict | None = None,
+                dev: tuple[Sequence[Example], TaskData] | None = None, patience: int = 2, min_epochs: int = 1,
                 device="cpu", progress: bool = True, desc: str = "train") -> tuple[TOAModel, dict]:
     """Build a :class:`~olas_utils.toa.heads.TOAModel` (initialised under ``cfg.seed``) and train
     it on ``examples`` (resumably when ``checkpoint_dir`` is given; a finished run with the
@@ -174,11 +175,28 @@ def fit_adapter(examples: Sequence[Example], data: TaskData, adapter: AdapterCon
             settings and ``provenance``).
         provenance: what identifies the run beyond the examples (source model, keys, ...).
         head_kwargs: extra head arguments (e.g. ``arc_dim`` for the biaffine head).
+        dev: ``(examples, data)`` of held-out sentences (a dev split, never test): after
+            each epoch the task's :data:`HEADLINE` metric is computed on them, the best
+            epoch's weights are kept and training stops after ``patience`` epochs without
+            improvement (not before ``min_epochs``). None: all ``cfg.epochs``, last weights.
         device, progress, desc: see :func:`olas_utils.toa.train.train_model`.
 
     Returns:
-        ``(model, info)`` with ``info`` from :func:`~olas_utils.toa.train.train_model`.
+        ``(model, info)`` with ``info`` from :func:`~olas_utils.toa.train.train_model`
+        (``curve``: the dev metric after each epoch, ``best_epoch``, ``epochs_run``).
+
+    Raises:
+        ValueError: ``dev`` data of another task than ``data``, or examples that do not match it.
     """
+    selection = None
+    if dev is not None:
+        dev_ex, dev_data = dev
+        if dev_data.task != data.task or len(dev_ex) != len(dev_data):
+            raise ValueError(f"dev must be examples of the {data.task} task with one example per sentence, got "
+                             f"{len(dev_ex)} examples of {dev_data.task}/{dev_data.split} ({len(dev_data)} sentences)")
+        metric = HEADLINE[data.task]
+        selection = Selection(score=lambda m: evaluate(m, dev_ex, dev_data, device=device)[metric], patience=patience,
+                              min_epochs=min_epochs, identity=f"{metric}:{dev_data.fingerprint()}:{examples_digest(dev_ex)}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model = TOAModel(adapter, data.kind, len(data.label_names), **(head_kwargs or {}))
@@ -188,8 +206,8 @@ def fit_adapter(examples: Sequence[Example], data: TaskData, adapter: AdapterCon
     if checkpoint_dir is not None:
         # named by the run's full key (settings + the examples' bytes): another model, other channels,
         # level or library versions give another file, never a clash or a silent reuse
-        ckpt = Path(checkpoint_dir) / f"{data.task}-{checkpoint_key(model, cfg, examples, extra)[:32]}.pt"
-    info = train_model(model, examples, cfg, checkpoint=ckpt, extra=extra, device=device,
+        ckpt = Path(checkpoint_dir) / f"{data.task}-{checkpoint_key(model, cfg, examples, extra, selection)[:32]}.pt"
+    info = train_model(model, examples, cfg, checkpoint=ckpt, extra=extra, selection=selection, device=device,
                        progress=progress, desc=desc)
     return model, info
 

@@ -1,8 +1,10 @@
 """OLA maps of task sentences, extracted once per model (and control) and cached on disk.
 
 The cache file name carries a SHA-256 of everything the maps depend on (model weights
-hash, control and its seed, the sentences, orders, library versions), so maps made with
-other settings are never reused: they simply are not found. Files are written atomically
+hash, control and its seed, the sentences' words, orders, library versions), so maps made
+with other settings are never reused: they simply are not found. Only the words enter the
+key, not the task or its labels: the same sentences of two tasks (UD English-EWT and UNER
+English-EWT) or two notebooks (03 and 04) share one extraction. Files are written atomically
 (:meth:`olas_utils.extract.OLAMaps.save`); an unreadable file is reported and re-extracted.
 """
 
@@ -20,7 +22,9 @@ from olas_utils.data.tasks import TaskData
 
 __all__ = ["ModelPool", "maps_key", "task_maps"]
 
-CONTROLS = ("random",)
+#: ``"random"``: a randomly initialised copy; ``"uniform"``: the tokenizer-only control
+#: (uniform attention through the same pipeline, no forward pass).
+CONTROLS = ("random", "uniform")
 
 
 def _versions() -> dict:
@@ -61,7 +65,8 @@ class ModelPool:
 
     def get(self, name: str, control: str | None = None):
         """The :class:`~olas_utils.zoo.LoadedModel` for ``name``, or its control
-        (``"random"``: :func:`olas_utils.zoo.controls.random_weights_copy` with the pool's seed).
+        (``"random"``: :func:`olas_utils.zoo.controls.random_weights_copy` with the pool's seed;
+        ``"uniform"``: the model itself, whose attention :func:`task_maps` then replaces).
 
         Raises:
             ValueError: unknown control.
@@ -76,6 +81,8 @@ class ModelPool:
             from olas_utils.zoo import load_model
 
             self._models[None] = load_model(name, device=self.device)
+        if control == "uniform":
+            return self._models[None]  # uniform attention needs the model's tokenizer and config only
         if control not in self._models:
             from olas_utils.zoo.controls import random_weights_copy
 
@@ -93,7 +100,8 @@ def maps_key(weights_id: str, model: str, control: str | None, seed: int, data: 
              orders: Sequence[int], rollout: bool) -> str:
     """SHA-256 of everything the maps of ``data`` depend on."""
     payload = {"weights": weights_id, "model": model, "control": control,
-               "control_seed": seed if control else None, "data": data.fingerprint(),
+               "control_seed": seed if control == "random" else None,
+               "words": hashlib.sha256(json.dumps(data.words).encode()).hexdigest(),
                "orders": sorted(orders), "rollout": rollout, "versions": _versions()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -107,7 +115,7 @@ def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: str | Non
         pool: a :class:`ModelPool` (loads the model only if the maps are not cached).
         model: zoo name, folder or Hugging Face id.
         data: a task split (:func:`olas_utils.data.tasks.load_task`).
-        control: None or ``"random"``.
+        control: None, ``"random"`` or ``"uniform"`` (see :data:`CONTROLS`).
         orders, rollout: what to extract (see :func:`olas_utils.extract.extract_ola`).
         batch_size: sentences per forward pass.
         cache_dir: OLAS cache folder (default :func:`olas_utils.settings.cache_dir`); maps go
@@ -126,7 +134,7 @@ def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: str | Non
 
     key = maps_key(pool.weights_id(model), model, control, pool.seed, data, orders, rollout)
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in model)
-    path = Path(default_cache(cache_dir)) / "taskmaps" / f"{safe}{'+' + control if control else ''}-{data.task}-{data.split}-{key[:20]}.pt"
+    path = Path(default_cache(cache_dir)) / "taskmaps" / f"{safe}{'+' + control if control else ''}-{key[:24]}.pt"
     if path.exists():
         try:
             return OLAMaps.load(path)
@@ -134,7 +142,8 @@ def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: str | Non
             warnings.warn(f"cached maps {path} are unreadable ({e}); extracting again", stacklevel=2)
     lm = pool.get(model, control)
     maps = extract_ola(lm.model, lm.tokenizer, data.words, orders=orders, rollout=rollout, layers=(),
-                       batch_size=batch_size, progress=progress, model_name=lm.name)
+                       batch_size=batch_size, progress=progress, model_name=lm.name,
+                       attention="uniform" if control == "uniform" else "model")
     try:
         maps.save(path)
     except OSError as e:  # keep the work: return the maps, say why they were not cached

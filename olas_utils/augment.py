@@ -1,5 +1,7 @@
-"""The visual classifier's training augmentations (paper §2): highlighted sink columns and
-Gaussian noise, drawn per image from a private ``torch.Generator``.
+"""Training augmentations of OLA images (paper §2 and §4): highlighted sink columns,
+Gaussian noise and a random temperature, drawn per image from a private ``torch.Generator``.
+Used by the visual classifier (:mod:`olas_utils.similarity.classifier`) and the adapters
+(:mod:`olas_utils.toa.train`).
 
 Augmentation (training images only, see :class:`Augmentation`)
     * highlighted sink columns, p 0.3 per image: 1–3 distinct columns (uniform count, the
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["Augmentation", "NO_AUGMENTATION", "highlight_sink_columns", "add_gaussian_noise",
-           "augment_batch"]
+           "apply_temperature", "augment_batch"]
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,35 @@ def add_gaussian_noise(
     std = ref.std(dim=(-2, -1), keepdim=True, unbiased=False)
     noise = torch.randn(image.shape, generator=generator, dtype=image.dtype)
     return image + noise.to(image.device) * (std_ratio * std)
+
+
+def apply_temperature(image: torch.Tensor, generator: torch.Generator, *, low: float = 0.5,
+                      high: float = 2.0) -> torch.Tensor:
+    """Sharpen or flatten every row: ``τ ~ U(low, high)`` drawn once per image, each
+    non-negative entry raised to ``1/τ`` and each row rescaled to its original sum (so a
+    row-normalised map stays row-normalised; ``τ < 1`` sharpens, ``τ > 1`` flattens, as a
+    softmax temperature would). Zero entries and zero rows stay zero.
+
+    Args:
+        image: ``(C, H, W)`` float tensor with non-negative entries (not modified).
+        generator: a CPU ``torch.Generator``.
+        low, high: range of τ (``0 < low <= high``).
+
+    Returns:
+        The new image.
+
+    Raises:
+        ValueError: a bad range or negative entries.
+    """
+    if not 0 < low <= high:
+        raise ValueError(f"need 0 < low <= high, got {low}, {high}")
+    if (image < 0).any():
+        raise ValueError("apply_temperature needs non-negative maps (attention, OLA)")
+    tau = low + (high - low) * float(torch.rand(1, generator=generator))
+    out = image.double() ** (1.0 / tau)
+    total, new = image.double().sum(-1, keepdim=True), out.sum(-1, keepdim=True)
+    out = torch.where(new > 0, out * total / new.clamp_min(1e-300), out)
+    return out.to(image.dtype)
 
 
 def augment_batch(x: torch.Tensor, generator: torch.Generator, aug: Augmentation = Augmentation()) -> torch.Tensor:

@@ -1,0 +1,126 @@
+"""Adapter runs shared by notebooks 03 and 04: each (model, control, sentences) extracted
+once, adapter inputs per condition, training with early stopping on a dev split.
+
+Conditions of a trained adapter (:data:`INPUTS`; design.md, "Evidence, not just numbers"):
+
+* ``"ola"`` — the model's OLA maps (the claim under test);
+* ``"tokenizer-only"`` — uniform attention through the same pipeline
+  (:func:`olas_utils.toa.taskmaps.task_maps` with ``control="uniform"``): what tokenisation
+  and sentence length alone give. At word level with neutral pooling every visible word
+  pair is exactly 1, so this control sees the sentence length (and, for causal models,
+  the causal mask) and nothing else;
+* ``"position-only"`` — the same adapter given relative-position channels instead of
+  OLA (:func:`olas_utils.toa.features.position_image`): what word order alone gives.
+
+A model-free baseline (:func:`olas_utils.toa.fit.trivial_baseline`) and the random-init
+target (a trained adapter applied to a randomly initialised copy's maps) complete the
+controls. Control inputs that do not depend on the model (both controls at word level)
+give byte-identical examples, hence one checkpoint: they are trained once and reused.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from olas_utils.data.tasks import TaskData
+
+__all__ = ["INPUTS", "MapStore", "train_adapter"]
+
+#: Adapter inputs: name → (map control for :func:`~olas_utils.toa.taskmaps.task_maps`,
+#: ``source`` of :func:`~olas_utils.toa.features.build_examples`).
+INPUTS: dict[str, tuple[str | None, str]] = {
+    "ola": (None, "ola"),
+    "tokenizer-only": ("uniform", "ola"),
+    "position-only": (None, "position"),
+}
+
+
+class MapStore:
+    """Adapter inputs of (model, sentences, control), each map extracted once per process
+    (and cached on disk across processes by :func:`~olas_utils.toa.taskmaps.task_maps`).
+
+    Args:
+        pool: a :class:`~olas_utils.toa.taskmaps.ModelPool`.
+        level: ``"word"`` (neutral pooling) or ``"subword"``.
+        orders: OLA orders to extract (per model, those it has).
+        progress: bars.
+    """
+
+    def __init__(self, pool, *, level: str = "word", orders: Sequence[int] = (1, 2, 3), progress: bool = True) -> None:
+        if level not in ("word", "subword"):
+            raise ValueError(f"level must be 'word' or 'subword', got {level!r}")
+        self.pool, self.level, self.orders, self.progress = pool, level, tuple(orders), progress
+        self._maps: dict = {}
+        self.causal: dict[str, bool] = {}
+
+    def maps(self, model: str, data: TaskData, control: str | None = None):
+        """:class:`~olas_utils.maps.OLAMaps` of ``data.words`` at the store's level."""
+        from olas_utils.studies.depth import orders_for
+        from olas_utils.toa.taskmaps import task_maps
+
+        k = (model, control, data.fingerprint())
+        if k not in self._maps:
+            m = task_maps(self.pool, model, data, control=control, orders=orders_for(model, self.orders),
+                          progress=self.progress)
+            self._maps[k] = m.to_words() if self.level == "word" else m
+            self.causal[model] = bool(m.is_causal)
+        return self._maps[k]
+
+    def family(self, model: str) -> str:
+        """``"causal"`` or ``"encoder"`` (read from the maps, so after a first :meth:`maps`)."""
+        return "causal" if self.causal[model] else "encoder"
+
+    def examples(self, model: str, data: TaskData, keys: Sequence[str], *, inputs: str = "ola",
+                 control: str | None = None, normalize: str = "none") -> list:
+        """Adapter examples of ``data`` for one of :data:`INPUTS` (``control="random"``: the
+        random-init copy's maps, for the ``"ola"`` input only).
+
+        Raises:
+            ValueError: unknown input, or a control combined with a control input.
+        """
+        from olas_utils.toa.features import build_examples
+
+        if inputs not in INPUTS:
+            raise ValueError(f"inputs must be one of {list(INPUTS)}, got {inputs!r}")
+        map_control, source = INPUTS[inputs]
+        if control is not None and map_control is not None:
+            raise ValueError(f"control={control!r} cannot be combined with the {inputs!r} input")
+        return build_examples(self.maps(model, data, control or map_control), data, keys, source=source,
+                              normalize=normalize)
+
+    def release(self) -> None:
+        """Drop the loaded models (the maps stay)."""
+        self.pool.release()
+
+
+def train_adapter(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: dict, *, seed: int = 0,
+                  provenance: dict | None = None, augment: bool = False, device="cpu", checkpoint_dir=None,
+                  progress: bool = True, desc: str = "train"):
+    """Fit one adapter of a notebook profile with early stopping on ``dev``.
+
+    Args:
+        train, dev: ``(examples, data)`` (dev: a dev split or a held-out tenth, never test).
+        cfg: a profile (``adapter``, ``epochs``, ``patience``, ``batch_size``, ``lr``,
+            ``arc_dim``, ``label_dim``; optional ``min_epochs``).
+        seed: initialisation and batch-order seed.
+        provenance: identifies the run beyond its examples (model, keys, condition).
+        augment: the paper's augmentations (highlighted sink columns p 0.3, temperature p 0.3,
+            besides the noise every run has).
+        device, checkpoint_dir, progress, desc: see :func:`olas_utils.toa.fit.fit_adapter`.
+
+    Returns:
+        ``(model, info)``; ``info`` has the dev ``curve``, ``best_epoch`` and ``epochs_run``.
+    """
+    from dataclasses import replace
+
+    from olas_utils.settings import cache_dir
+    from olas_utils.toa.fit import adapter_config, fit_adapter, profile_training
+
+    x_tr, d_tr = train
+    tcfg, heads = profile_training(cfg, seed, d_tr.kind)
+    if augment:
+        tcfg = replace(tcfg, sink_p=0.3, temperature_p=0.3)
+    adapter = adapter_config(cfg["adapter"], int(x_tr[0].image.shape[0]))
+    return fit_adapter(x_tr, d_tr, adapter, tcfg, checkpoint_dir=checkpoint_dir or (cache_dir() / "toa"),
+                       provenance=provenance, head_kwargs=heads, dev=dev, patience=cfg.get("patience", 2),
+                       min_epochs=cfg.get("min_epochs", 1), device=device, progress=progress, desc=desc)

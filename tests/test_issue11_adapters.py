@@ -1,0 +1,156 @@
+"""Issue #11 mechanics against hand-computed cases: dev splits, early stopping on dev data,
+the adapter-input controls and normalisation, greedy heads, the temperature augmentation,
+and shared task maps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from olas_utils.augment import apply_temperature
+from olas_utils.toa.decoding import decode_tree
+from olas_utils.toa.features import Example, position_image, rank_rows
+from olas_utils.toa.heads import TOAModel
+from olas_utils.toa.train import Selection, TrainConfig, train_model
+from test_toa_model import TINY, _examples
+
+
+def test_held_out_tenth_is_every_tenth_sentence_and_disjoint_from_train():
+    from olas_utils.data.conll import load_conll2000
+    from olas_utils.data.tasks import load_task
+
+    full = load_conll2000("train")
+    dev, train = load_task("pos", "dev", min_words=1), load_task("pos", "train", min_words=1)
+    assert dev.rows == list(range(9, len(full), 10))  # every index 9 mod 10
+    assert set(dev.rows).isdisjoint(train.rows) and len(dev) + len(train) == len(full)
+    assert dev.words[0] == full[9]["words"] and dev.label_names == train.label_names
+    ewt_dev = load_task("dependency", "dev", min_words=1)
+    assert len(ewt_dev) == 2001 and ewt_dev.meta["reader_split"] == "dev"  # UD EWT's own dev file
+    assert load_task("ner-conll2003", "dev", min_words=1).meta["reader_split"] == "dev"  # testa
+    uner_tr, uner_dev = load_task("ner-uner", "train", min_words=1), load_task("ner-uner", "dev", min_words=1)
+    assert len(uner_tr) + len(uner_dev) == 2001 and set(uner_tr.rows).isdisjoint(uner_dev.rows)
+
+
+def test_the_same_sentences_of_two_tasks_share_one_extraction(tmp_path):
+    from dataclasses import replace
+
+    from olas_utils.data.tasks import load_task
+    from olas_utils.toa import taskmaps
+
+    ewt = load_task("dependency", "test", n=5, max_words=12, min_words=3, seed=0)
+    other = replace(ewt, task="ner-uner", labels=[["O"] * len(w) for w in ewt.words], heads=None)
+    calls = []
+
+    class Pool(taskmaps.ModelPool):
+        def get(self, name, control=None):
+            calls.append(name)
+            return super().get(name, control)
+
+    pool = Pool(seed=0)
+    a = taskmaps.task_maps(pool, "minilm-l6", ewt, orders=(1,), cache_dir=tmp_path, progress=False)
+    b = taskmaps.task_maps(pool, "minilm-l6", other, orders=(1,), cache_dir=tmp_path, progress=False)
+    assert calls == ["minilm-l6"] and len(list((tmp_path / "taskmaps").glob("*.pt"))) == 1
+    torch.testing.assert_close(a["ola:1"][0], b["ola:1"][0], rtol=0, atol=0)
+    u = taskmaps.task_maps(pool, "minilm-l6", ewt, control="uniform", orders=(1,), cache_dir=tmp_path,
+                           progress=False).to_words()
+    for m, ws in zip(u["ola:1"], ewt.words):  # tokenizer-only at word level: exactly 1 everywhere
+        assert torch.equal(m, torch.ones(len(ws), len(ws), dtype=m.dtype))
+
+
+def test_rank_rows_hand_case_and_causal_visibility():
+    x = torch.tensor([[[0.5, 0.2, 0.2, 0.1]] * 4])
+    torch.testing.assert_close(rank_rows(x, causal=False)[0, 0], torch.tensor([1.0, 0.625, 0.625, 0.25]))
+    c = torch.tensor([[[1.0, 0, 0], [0.3, 0.7, 0], [0.2, 0.2, 0.6]]])
+    torch.testing.assert_close(rank_rows(c, causal=True)[0],
+                               torch.tensor([[1.0, 0, 0], [0.5, 1.0, 0], [0.5, 0.5, 1.0]]))
+    scaled = rank_rows(c * 7 + 0.0, causal=True)  # scale-free
+    torch.testing.assert_close(scaled, rank_rows(c, causal=True))
+
+
+def test_position_image_hand_case():
+    p = position_image(3, 2, causal=False)
+    torch.testing.assert_close(p[0], torch.tensor([[1, 0, 0], [1 / 2, 1, 0], [1 / 3, 1 / 2, 1]], dtype=torch.float64))
+    torch.testing.assert_close(p[1], p[0].T)
+    q = position_image(3, 3, causal=True)
+    torch.testing.assert_close(q[1], torch.tril(torch.ones(3, 3, dtype=torch.float64)))
+    assert torch.equal(q[2], q[0])
+
+
+def test_greedy_heads_take_each_rows_argmax_without_tree_constraints():
+    s = torch.tensor([[0, 0, 0, 0], [5, 9, 1, 2], [0, 3, 9, 1], [0, 4, 1, 9]], dtype=torch.float64)
+    # word 1: ROOT (5) beats words 2,3 (self ignored); word 2 → word 1 (3); word 3 → word 1 (4): a tree here
+    assert decode_tree(s, "greedy") == [0, 1, 1]
+    cyc = torch.tensor([[0, 0, 0], [0, 0, 5], [0, 5, 0]], dtype=torch.float64)
+    assert decode_tree(cyc, "greedy") == [2, 1]  # a cycle: greedy keeps it, the MST does not
+    assert sorted(decode_tree(cyc, "mst")) != [1, 2]
+
+
+def test_temperature_keeps_row_sums_and_identity_at_one():
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 4, 4)
+    torch.testing.assert_close(apply_temperature(x, g, low=1.0, high=1.0), x)
+    y = apply_temperature(x, torch.Generator().manual_seed(1), low=0.5, high=0.5)  # τ = 0.5: squares, rescaled
+    ref = x ** 2 * x.sum(-1, keepdim=True) / (x ** 2).sum(-1, keepdim=True)
+    torch.testing.assert_close(y, ref)
+    with pytest.raises(ValueError, match="non-negative"):
+        apply_temperature(-x, g)
+
+
+def test_early_stopping_keeps_the_best_epoch_and_stops_after_patience(tmp_path):
+    ex = _examples("token", n=12)
+    cfg = TrainConfig(epochs=6, batch_size=4, lr=1e-2, seed=0)
+    scores = iter([0.2, 0.5, 0.4, 0.3, 0.9, 0.9])  # best at epoch 2, then 2 epochs without improvement
+    snapshots = []
+
+    def score(m):
+        snapshots.append({k: v.clone() for k, v in m.state_dict().items()})
+        return next(scores)
+
+    torch.manual_seed(0)
+    model = TOAModel(TINY, "token", 3)
+    info = train_model(model, ex, cfg, selection=Selection(score=score, patience=2), progress=False,
+                       checkpoint=tmp_path / "c.pt")
+    assert info["curve"] == [0.2, 0.5, 0.4, 0.3] and info["best_epoch"] == 2 and info["epochs_run"] == 4
+    assert info["stopped_early"] and len(info["losses"]) == 4
+    for k, v in model.state_dict().items():  # the model holds epoch 2's weights, not the last ones
+        assert torch.equal(v, snapshots[1][k])
+    # a finished run is loaded, not retrained, and ends with the same best weights
+    torch.manual_seed(0)
+    again = TOAModel(TINY, "token", 3)
+    info2 = train_model(again, ex, cfg, selection=Selection(score=lambda m: 1 / 0, patience=2), progress=False,
+                        checkpoint=tmp_path / "c.pt")
+    assert info2["best_epoch"] == 2 and info2["curve"] == info["curve"]
+    for k, v in again.state_dict().items():
+        assert torch.equal(v, snapshots[1][k])
+    # without selection: every epoch, last weights
+    torch.manual_seed(0)
+    full = train_model(TOAModel(TINY, "token", 3), ex, cfg, progress=False)
+    assert full["epochs_run"] == 6 and full["best_epoch"] == 6 and full["curve"] == []
+
+
+def test_selection_is_part_of_the_checkpoint_key(tmp_path):
+    from olas_utils.toa.train import checkpoint_key
+
+    ex = _examples("token", n=4)
+    m = TOAModel(TINY, "token", 3)
+    cfg = TrainConfig(epochs=1)
+    a = checkpoint_key(m, cfg, ex, {}, Selection(score=len, identity="dev-a"))
+    assert a != checkpoint_key(m, cfg, ex, {}, Selection(score=len, identity="dev-b"))
+    assert a != checkpoint_key(m, cfg, ex, {})
+    with pytest.raises(ValueError, match="patience"):
+        Selection(score=len, patience=0)
+
+
+def test_sink_and_temperature_augmentations_change_training_inputs_only_when_asked():
+    from olas_utils.toa.train import _augment
+
+    x = torch.rand(3, 2, 5, 5)
+    off = TrainConfig(noise_p=0.0)
+    assert torch.equal(_augment(x, off, torch.Generator().manual_seed(0)), x)
+    on = TrainConfig(noise_p=0.0, sink_p=1.0, temperature_p=1.0)
+    y = _augment(x, on, torch.Generator().manual_seed(0))
+    assert y.shape == x.shape and not torch.equal(y, x)
+    with pytest.raises(ValueError, match="sink_p"):
+        TrainConfig(sink_p=1.5)
+
+
