@@ -154,3 +154,50 @@ def test_sink_and_temperature_augmentations_change_training_inputs_only_when_ask
         TrainConfig(sink_p=1.5)
 
 
+
+
+def test_parser_table_names_the_strongest_control_and_the_margin():
+    import pandas as pd
+
+    from olas_utils.studies.syntax import parser_table
+
+    rows = [{"model": "m", "family": "encoder", "key": "ola:1", "condition": c, "uas": u, "best_epoch": 3,
+             "epochs_run": 5} for c, u in (("ola", 0.60), ("tokenizer-only", 0.20), ("position-only", 0.45),
+                                            ("random-init target", 0.10))]
+    rows.append({"model": "baseline: neighbour chain", "family": "-", "key": "-", "condition": "baseline", "uas": 0.30})
+    t = parser_table(pd.DataFrame(rows)).iloc[0]
+    assert t["strongest control"] == "position-only" and t.margin == pytest.approx(15.0)
+    assert t.baseline == pytest.approx(30.0) and t.best_epoch == 3
+
+
+def test_transfer_summary_and_verdict_count_pairs_beating_the_strongest_control():
+    import pandas as pd
+
+    from olas_utils.studies import transfer_report
+
+    def row(cond, target, score, source="a", variant="plain"):
+        return {"task": "pos", "metric": "accuracy", "family": "encoder", "source": source, "target": target,
+                "condition": cond, "variant": variant, "score": score}
+
+    rows = [row("self", "b", 0.9), row("transfer", "b", 0.5), row("TOA (headline)", "b", 0.5, "chosen"),
+            row("random-init target", "b", 0.2), row("random-init target", "b", 0.4, source="b"),
+            row("tokenizer-only", "b", 0.1), row("position-only", "b", 0.55),
+            row("self", "c", 0.8), row("transfer", "c", 0.7), row("TOA (headline)", "c", 0.7, "chosen"),
+            row("random-init target", "c", 0.1), row("tokenizer-only", "c", 0.1), row("position-only", "c", 0.3),
+            {**row("baseline", "-", 0.35, "-", "-"), "family": "-"}]
+    s = transfer_report.task_summary(pd.DataFrame(rows)).set_index("target")
+    assert s.loc["b", "random-init target"] == pytest.approx(30.0)  # mean over sources
+    assert s.loc["b", "strongest control"] == "position-only" and s.loc["c", "strongest control"] == "baseline"
+    v = transfer_report.verdict_frame(s.reset_index()).iloc[0]
+    assert v["TOA > strongest control"] == 1 and v["self > strongest control"] == 2  # b: 50 < 55; c: 70 > 35
+    assert v["mean TOA − strongest"] == pytest.approx(((50 - 55) + (70 - 35)) / 2)
+
+
+def test_headline_variant_is_chosen_on_transfer_between_non_target_models_only():
+    from olas_utils.studies.transfer import _choose_variant
+
+    dev = {("a", "b", "plain"): 0.3, ("b", "a", "plain"): 0.5, ("a", "b", "rank"): 0.6, ("b", "a", "rank"): 0.4,
+           ("a", "b", "augmented"): 0.1, ("b", "a", "augmented"): 0.2,
+           ("a", "t", "augmented"): 1.0, ("t", "a", "augmented"): 1.0}  # the target's pairs must not count
+    assert _choose_variant(dev, ["a", "b"]) == ("rank", pytest.approx(0.5))
+    assert _choose_variant(dev, ["a"]) == ("plain", None)

@@ -101,6 +101,13 @@ def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFram
     lines.append(f"* Self-trained adapters beat the strongest control on {self_won}/{total} pairs"
                  + (": where even self does not, the task cannot be read from OLA at this size, so transfer "
                     "cannot be tested there." if self_won < total else "."))
+    learn = summary["self"] > summary[["position-only", "tokenizer-only"]].max(axis=1)
+    missed = summary[~learn]
+    lines.append(f"* Self-trained adapters that beat both their position-only and tokenizer-only controls (they "
+                 f"learn something from OLA that word order and tokenisation do not give): {int(learn.sum())}/"
+                 f"{len(summary)}" + ("." if missed.empty else "; not: " + ", ".join(
+                     f"{r.task} on {r.target} (self {r['self']:.1f}, position-only {r['position-only']:.1f}, "
+                     f"tokenizer-only {r['tokenizer-only']:.1f})" for _, r in missed.iterrows()) + "."))
     heads = summary.dropna(subset=["TOA (headline)"])["headline variant"].value_counts()
     lines.append("* Headline variants chosen: " + ", ".join(f"{k} {n}×" for k, n in heads.items()) + ".")
     if frame is not None and "accuracy" in frame and (frame.task == "relation").any():
