@@ -9,7 +9,7 @@ import torch
 
 from olas_utils.augment import apply_temperature
 from olas_utils.toa.decoding import decode_tree
-from olas_utils.toa.features import Example, position_image, rank_rows
+from olas_utils.toa.features import position_image, rank_rows
 from olas_utils.toa.heads import TOAModel
 from olas_utils.toa.train import Selection, TrainConfig, train_model
 from test_toa_model import TINY, _examples

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from olas_utils.data.tasks import TASKS, TaskData, load_task
+from olas_utils.data.tasks import TaskData, load_task
 
 __all__ = ["PROFILES", "PAPER_CLAIMS", "CONDITIONS", "VARIANTS", "CONTROLS", "load_splits", "run_transfer",
            "transfer_matrix"]
@@ -115,8 +115,8 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
         for task, (train, dev, test) in splits.items():
             for data in (train, dev, test):
                 store.maps(name, data)
+                store.maps(name, data, "uniform")
             store.maps(name, test, "random")
-            store.maps(name, train, "uniform"), store.maps(name, dev, "uniform"), store.maps(name, test, "uniform")
         store.release()
     family = {m: store.family(m) for m in models}
     rows = []
@@ -170,7 +170,7 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
                 chosen = [r for r in rows if r["task"] == task and r["target"] == target
                           and r["condition"].startswith("transfer") and r["variant"] == choice[0]
                           and r["source"] in others]
-                mean = {k: sum(r[k] for r in chosen) / len(chosen) for k in chosen[0] if k in score_keys(chosen[0])}
+                mean = {k: sum(r[k] for r in chosen) / len(chosen) for k in score_keys(chosen[0])}
                 add(task, "chosen", target, "TOA (headline)", choice[0], mean, dev_choice=choice[1])
             for inputs in ("tokenizer-only", "position-only"):
                 model, info = fit([target], "plain", inputs)
