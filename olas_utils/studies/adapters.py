@@ -24,7 +24,7 @@ from typing import Sequence
 
 from olas_utils.data.tasks import TaskData
 
-__all__ = ["INPUTS", "MapStore", "train_adapter"]
+__all__ = ["INPUTS", "MapStore", "provenance", "adapter_job", "train_adapter", "train_adapters", "resources"]
 
 #: Adapter inputs: name → (map control for :func:`~olas_utils.toa.taskmaps.task_maps`,
 #: ``source`` of :func:`~olas_utils.toa.features.build_examples`).
@@ -93,34 +93,79 @@ class MapStore:
         self.pool.release()
 
 
-def train_adapter(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: dict, *, seed: int = 0,
-                  provenance: dict | None = None, augment: bool = False, device="cpu", checkpoint_dir=None,
-                  progress: bool = True, desc: str = "train"):
-    """Fit one adapter of a notebook profile with early stopping on ``dev``.
+def provenance(models: Sequence[str], keys: Sequence[str], level: str, *, inputs: str = "ola",
+               variant: str = "plain") -> dict:
+    """What identifies an adapter run beyond its examples, the same in notebooks 03 and 04
+    (so that the same run in both is trained once): the source models, map keys, level and
+    training variant; for a control input only the input and level (its examples do not
+    depend on the model)."""
+    if inputs != "ola":
+        return {"inputs": inputs, "level": level}
+    return {"models": list(models), "keys": list(keys), "level": level, "variant": variant}
+
+
+def adapter_job(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: dict, *, seed: int = 0,
+                provenance: dict | None = None, augment: bool = False, device="cpu", checkpoint_dir=None,
+                desc: str = "train") -> dict:
+    """Keyword arguments of :func:`olas_utils.toa.fit.fit_adapter` for one adapter of a
+    notebook profile with early stopping on ``dev``.
 
     Args:
         train, dev: ``(examples, data)`` (dev: a dev split or a held-out tenth, never test).
         cfg: a profile (``adapter``, ``epochs``, ``patience``, ``batch_size``, ``lr``,
             ``arc_dim``, ``label_dim``; optional ``min_epochs``).
         seed: initialisation and batch-order seed.
-        provenance: identifies the run beyond its examples (model, keys, condition).
+        provenance: identifies the run beyond its examples (:func:`provenance`).
         augment: the paper's augmentations (highlighted sink columns p 0.3, temperature p 0.3,
             besides the noise every run has).
-        device, checkpoint_dir, progress, desc: see :func:`olas_utils.toa.fit.fit_adapter`.
-
-    Returns:
-        ``(model, info)``; ``info`` has the dev ``curve``, ``best_epoch`` and ``epochs_run``.
+        device, checkpoint_dir, desc: see :func:`olas_utils.toa.fit.fit_adapter`
+            (``checkpoint_dir`` default ``<cache>/toa``).
     """
     from dataclasses import replace
 
     from olas_utils.settings import cache_dir
-    from olas_utils.toa.fit import adapter_config, fit_adapter, profile_training
+    from olas_utils.toa.fit import adapter_config, profile_training
 
     x_tr, d_tr = train
     tcfg, heads = profile_training(cfg, seed, d_tr.kind)
     if augment:
         tcfg = replace(tcfg, sink_p=0.3, temperature_p=0.3)
-    adapter = adapter_config(cfg["adapter"], int(x_tr[0].image.shape[0]))
-    return fit_adapter(x_tr, d_tr, adapter, tcfg, checkpoint_dir=checkpoint_dir or (cache_dir() / "toa"),
-                       provenance=provenance, head_kwargs=heads, dev=dev, patience=cfg.get("patience", 2),
-                       min_epochs=cfg.get("min_epochs", 1), device=device, progress=progress, desc=desc)
+    return {"examples": x_tr, "data": d_tr, "adapter": adapter_config(cfg["adapter"], int(x_tr[0].image.shape[0])),
+            "cfg": tcfg, "checkpoint_dir": checkpoint_dir or (cache_dir() / "toa"), "provenance": provenance,
+            "head_kwargs": heads, "dev": dev, "patience": cfg.get("patience", 2),
+            "min_epochs": cfg.get("min_epochs", 1), "device": device, "desc": desc}
+
+
+def train_adapter(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: dict, *, progress: bool = True,
+                  **kwargs):
+    """Fit one adapter of a notebook profile (arguments of :func:`adapter_job`).
+
+    Returns:
+        ``(model, info)``; ``info`` has the dev ``curve``, ``best_epoch`` and ``epochs_run``.
+    """
+    from olas_utils.toa.fit import fit_adapter
+
+    return fit_adapter(**adapter_job(train, dev, cfg, **kwargs), progress=progress)
+
+
+def train_adapters(jobs: dict, cfg: dict, *, progress: bool = True) -> dict:
+    """Train the :func:`adapter_job` runs in ``jobs`` (name → job), ``cfg["workers"]`` at a
+    time on a CPU (:func:`olas_utils.toa.parallel.fit_many`; default one per core), each
+    distinct run once. Returns name → ``(model, info)``."""
+    from olas_utils.toa.parallel import fit_many
+
+    return fit_many(jobs, workers=cfg.get("workers"), progress=progress)
+
+
+def resources(cfg: dict, device="cpu") -> str:
+    """How a profile's adapters are trained, for the sizes line beside every table: threads,
+    and on a CPU how many adapters train at a time (``cfg["workers"]``, default one per core)."""
+    import torch
+
+    from olas_utils.toa.parallel import default_workers
+
+    threads = torch.get_num_threads()
+    workers = 1 if str(device) != "cpu" else int(cfg.get("workers") or default_workers(device))
+    if workers > 1:
+        return f"{workers} adapters trained at a time, {max(1, threads // workers)} thread each ({threads} threads)"
+    return f"{threads} thread{'s' * (threads > 1)}"

@@ -11,7 +11,8 @@ task and target model:
   normalised to per-row ranks, which removes model-specific scale and sink magnitude
   (:func:`olas_utils.toa.features.rank_rows`); ``transfer (augmented)`` — the paper's
   augmentations (highlighted sink columns, temperature, noise); ``transfer
-  (multi-source)`` — one adapter trained on every *other* model of the family;
+  (multi-source)`` — one adapter trained on every *other* model of the family, with the
+  data budget of one source (training sentence ``i`` seen through source ``i mod k``);
 * ``TOA (headline)`` — for each target, the single-source variant (plain, rank or
   augmented) with the best transfer *between the other models' dev data*: nothing about
   the target is used for the choice;
@@ -46,24 +47,26 @@ CONDITIONS = ("self", "transfer", "transfer (rank)", "transfer (augmented)", "tr
 #: Notebook 04 sizes (``models=None``: the default zoo; ``tasks=None``: all of
 #: :data:`olas_utils.data.tasks.TASKS`). ``keys``: the OLA maps stacked as channels (each raw
 #: and sink-removed, as in the paper). ``n_train / n_dev / n_test`` sentences per task
-#: (dev: the task's dev split or a held-out tenth of its training split). The quick profile
-#: fits the 2-core budget with one task (dependency: the task self-trained adapters learn
-#: best, so transfer can be tested) and two encoders. With two models per family the
-#: multi-source adapter *is* the single-source one and the headline falls back to the plain
-#: variant (choosing needs transfer between two non-target models): pass three or more
-#: ``models`` (e.g. add ``"e5-small"``) and more ``tasks``, or run the paper profile on a GPU.
+#: (dev: the task's dev split or a held-out tenth of its training split); ``workers``:
+#: adapters trained at the same time on a CPU (:func:`olas_utils.toa.parallel.fit_many`).
+#: The quick profile fits the 2-core budget with one task, dependency (the task self-trained
+#: adapters learn best, so transfer can be tested), on three encoders, the fewest with which
+#: multi-source training and the headline choice mean something; its sentences and training
+#: settings are notebook 03's, so minilm-l6's dependency adapter and the controls are shared.
+#: The causal family and the other tasks run in the paper profile (or pass ``models`` /
+#: ``tasks``).
 PROFILES: dict[str, dict] = {
     "smoke": {"models": ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"], "tasks": ["pos", "relation"],
               "n_train": 24, "n_dev": 12, "n_test": 16, "max_words": 15, "keys": ["ola:1", "ola:2"], "level": "word",
               "adapter": "tiny", "epochs": 2, "patience": 1, "batch_size": 8, "lr": 2e-3, "arc_dim": 32,
-              "label_dim": 16},
-    "quick": {"models": ["minilm-l6", "paraphrase-minilm-l3"], "tasks": ["dependency"],
-              "n_train": 1000, "n_dev": 200, "n_test": 400, "min_words": 3, "max_words": 30,
-              "keys": ["ola:1", "ola:2"], "level": "word", "adapter": "small", "epochs": 5, "patience": 1,
-              "batch_size": 8, "lr": 3e-3, "arc_dim": 128, "label_dim": 64},
+              "label_dim": 16, "workers": 1},
+    "quick": {"models": ["minilm-l6", "paraphrase-minilm-l3", "e5-small"], "tasks": ["dependency"],
+              "n_train": 2000, "n_dev": 300, "n_test": 500, "min_words": 3, "max_words": 30,
+              "keys": ["ola:1"], "level": "word", "adapter": "small", "epochs": 5, "patience": 2,
+              "batch_size": 8, "lr": 3e-3, "arc_dim": 128, "label_dim": 64, "workers": 2},
     "paper": {"models": None, "tasks": None, "n_train": None, "n_dev": None, "n_test": None, "max_words": None,
               "min_words": 1, "keys": ["ola:1", "ola:2"], "level": "subword", "adapter": "paper", "epochs": 15,
-              "patience": 3, "batch_size": 2, "lr": 1e-5, "arc_dim": 512, "label_dim": 128},
+              "patience": 3, "batch_size": 2, "lr": 1e-5, "arc_dim": 512, "label_dim": 128, "workers": None},
 }
 
 #: What paper.md §4 reports, for the closing comparison.
@@ -105,7 +108,7 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
         baseline, ``"others"`` for multi-source and ``"chosen"`` for the headline row
         (whose ``variant`` names the choice and ``dev_choice`` its dev score).
     """
-    from olas_utils.studies.adapters import MapStore, train_adapter
+    from olas_utils.studies.adapters import MapStore, adapter_job, provenance, train_adapters
     from olas_utils.toa.fit import HEADLINE, evaluate, score, trivial_baseline
 
     store = store or MapStore(pool, level=cfg["level"], progress=progress)
@@ -134,18 +137,22 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
         def ex(name, data, variant="plain", inputs="ola", control=None):
             return store.examples(name, data, keys, inputs=inputs, control=control, normalize=VARIANTS[variant][0])
 
-        def fit(names, variant="plain", inputs="ola"):
-            x_tr = [e for n in names for e in ex(n, train, variant, inputs)]
-            x_dv = [e for n in names for e in ex(n, dev, variant, inputs)]
-            d_tr, d_dv = _repeat(train, len(names)), _repeat(dev, len(names))
-            prov = {"models": list(names), "keys": keys, "level": cfg["level"], "variant": variant}
-            if inputs != "ola":
-                prov = {"inputs": inputs, "level": cfg["level"]}
-            return train_adapter((x_tr, d_tr), (x_dv, d_dv), cfg, seed=seed, provenance=prov,
-                                 augment=VARIANTS[variant][1], device=device, checkpoint_dir=checkpoint_dir,
-                                 progress=progress, desc=f"{task} on {'+'.join(names)} {variant} {inputs}")
+        def job(names, variant="plain", inputs="ola"):
+            x_tr, x_dv = (_interleave([ex(n, d, variant, inputs) for n in names]) for d in (train, dev))
+            return adapter_job((x_tr, train), (x_dv, dev), cfg, seed=seed, augment=VARIANTS[variant][1],
+                               provenance=provenance(names, keys, cfg["level"], inputs=inputs, variant=variant),
+                               device=device, checkpoint_dir=checkpoint_dir,
+                               desc=f"{task} on {'+'.join(names)} {variant} {inputs}")
 
-        adapters = {(s, v): fit([s], v) for s in models for v in VARIANTS}
+        plan = {("single", s, v): job([s], v) for s in models for v in VARIANTS}
+        for target in models:
+            others = [s for s in models if s != target and family[s] == family[target]]
+            if others:
+                plan["multi", target, "plain"] = job(others)
+            for inputs in ("tokenizer-only", "position-only"):
+                plan[inputs, target, "plain"] = job([target], "plain", inputs)
+        trained = train_adapters(plan, cfg, progress=progress)  # every distinct run once, in parallel on a CPU
+        adapters = {(s, v): trained["single", s, v] for s in models for v in VARIANTS}
         dev_transfer = {(s, t, v): evaluate(adapters[s, v][0], ex(t, dev, v), dev, device=device)[metric]
                         for (s, v) in adapters for t in models if t != s and family[t] == family[s]}
         for target in models:
@@ -163,7 +170,7 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
                     cond = "transfer" if v == "plain" else f"transfer ({v})"
                     add(task, source, target, cond, v, evaluate(model, ex(target, test, v), test, device=device), info)
             if others:
-                model, info = fit(others)
+                model, info = trained["multi", target, "plain"]
                 add(task, "others", target, "transfer (multi-source)", "plain",
                     evaluate(model, ex(target, test), test, device=device), info)
                 choice = _choose_variant(dev_transfer, [s for s in others])
@@ -173,7 +180,7 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
                 mean = {k: sum(r[k] for r in chosen) / len(chosen) for k in score_keys(chosen[0])}
                 add(task, "chosen", target, "TOA (headline)", choice[0], mean, dev_choice=choice[1])
             for inputs in ("tokenizer-only", "position-only"):
-                model, info = fit([target], "plain", inputs)
+                model, info = trained[inputs, target, "plain"]
                 add(task, target, target, inputs, "plain",
                     evaluate(model, ex(target, test, inputs=inputs), test, device=device), info)
         base = score(test, trivial_baseline(train, test))
@@ -189,16 +196,10 @@ def score_keys(row: dict) -> list[str]:
     return [k for k, v in row.items() if k not in skip and isinstance(v, float)]
 
 
-def _repeat(data: TaskData, times: int) -> TaskData:
-    """``data`` with its sentences repeated ``times`` (multi-source training: one copy per
-    source model's examples)."""
-    if times == 1:
-        return data
-    from dataclasses import replace
-
-    rep = lambda v: None if v is None else list(v) * times  # noqa: E731
-    return replace(data, words=rep(data.words), labels=rep(data.labels), rows=rep(data.rows), heads=rep(data.heads),
-                   upos=rep(data.upos), spans=rep(data.spans), meta={**data.meta, "repeated": times})
+def _interleave(per_source: Sequence[list]) -> list:
+    """Multi-source examples with the budget of one source: sentence ``i`` seen through
+    source ``i mod k`` (``per_source``: k example lists of the same sentences, in order)."""
+    return [per_source[i % len(per_source)][i] for i in range(len(per_source[0]))]
 
 
 def _choose_variant(dev_transfer: dict, sources: Sequence[str]) -> tuple[str, float | None]:

@@ -20,7 +20,7 @@ from olas_utils.toa.heads import TOAModel
 from olas_utils.data.tasks import TaskData
 from olas_utils.toa.train import Selection, TrainConfig, checkpoint_key, examples_digest, predict, train_model
 
-__all__ = ["HEADLINE", "to_labels", "score", "trivial_baseline", "fit_adapter", "adapter_config",
+__all__ = ["HEADLINE", "to_labels", "score", "trivial_baseline", "fit_adapter", "checkpoint_file", "adapter_config",
            "profile_training"]
 
 #: The metric each task's tables lead with (key of :func:`score`'s result). Dependency leads
@@ -188,6 +188,16 @@ def fit_adapter(examples: Sequence[Example], data: TaskData, adapter: AdapterCon
     Raises:
         ValueError: ``dev`` data of another task than ``data``, or examples that do not match it.
     """
+    model, extra, selection, ckpt = _prepare(examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs,
+                                             dev, patience, min_epochs, device)
+    info = train_model(model, examples, cfg, checkpoint=ckpt, extra=extra, selection=selection, device=device,
+                       progress=progress, desc=desc)
+    return model, info
+
+
+def _prepare(examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs, dev, patience, min_epochs, device):
+    """The model (initialised under ``cfg.seed``), provenance, selection rule and checkpoint
+    file of one :func:`fit_adapter` run."""
     selection = None
     if dev is not None:
         dev_ex, dev_data = dev
@@ -207,9 +217,22 @@ def fit_adapter(examples: Sequence[Example], data: TaskData, adapter: AdapterCon
         # named by the run's full key (settings + the examples' bytes): another model, other channels,
         # level or library versions give another file, never a clash or a silent reuse
         ckpt = Path(checkpoint_dir) / f"{data.task}-{checkpoint_key(model, cfg, examples, extra, selection)[:32]}.pt"
-    info = train_model(model, examples, cfg, checkpoint=ckpt, extra=extra, selection=selection, device=device,
-                       progress=progress, desc=desc)
-    return model, info
+    return model, extra, selection, ckpt
+
+
+def checkpoint_file(examples: Sequence[Example], data: TaskData, adapter: AdapterConfig, cfg: TrainConfig, *,
+                    checkpoint_dir: str | Path, provenance: dict | None = None, head_kwargs: dict | None = None,
+                    dev: tuple[Sequence[Example], TaskData] | None = None, patience: int = 2,
+                    min_epochs: int = 1, device="cpu", **_) -> Path:
+    """The checkpoint :func:`fit_adapter` would write for these arguments (same key, nothing
+    trained). Two calls with the same file are the same run: :mod:`olas_utils.toa.parallel`
+    uses it to train each distinct run once.
+
+    Raises:
+        ValueError: as :func:`fit_adapter`.
+    """
+    return _prepare(examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs, dev, patience,
+                    min_epochs, device)[3]
 
 
 def evaluate(model: TOAModel, examples: Sequence[Example], data: TaskData, *, device="cpu", tree: str = "mst") -> dict:

@@ -1,0 +1,137 @@
+"""Many adapter trainings at once on a CPU: one worker process per core.
+
+A small adapter step is too small for two threads to share well (measured in
+``benchmarks/parallel_training.py``), so on a CPU it is faster to train two adapters side by
+side, one thread each, than one after the other with two threads. :func:`fit_many` takes
+the arguments of several :func:`olas_utils.toa.fit.fit_adapter` runs, trains every distinct
+run once (runs with the same checkpoint file are the same run, e.g. a control whose inputs
+do not depend on the model) in worker processes, then loads each result from its finished
+checkpoint. A run therefore gives the same weights whether it was trained by a worker or
+in the calling process at the same thread count, and an interrupted batch resumes where
+each run stopped.
+"""
+
+from __future__ import annotations
+
+from typing import Hashable, Mapping
+
+import torch
+from tqdm.auto import tqdm
+
+__all__ = ["fit_many", "default_workers"]
+
+
+def default_workers(device="cpu") -> int:
+    """Workers :func:`fit_many` uses by default: one per available CPU core on the CPU
+    (each with one thread), 1 on an accelerator."""
+    import os
+
+    if str(device) != "cpu":
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, torch.get_num_threads()))
+
+
+def _init_worker(threads: int) -> None:
+    torch.set_num_threads(threads)
+
+
+def _fit_in_worker(job: dict) -> str:
+    from olas_utils.toa.fit import fit_adapter
+
+    try:
+        fit_adapter(**job, progress=False)
+    except Exception as e:  # noqa: BLE001 - re-raised in the parent with the run named
+        raise RuntimeError(f"training '{job.get('desc', 'adapter')}' failed in a worker process: "
+                           f"{type(e).__name__}: {e}") from None
+    return job.get("desc", "adapter")
+
+
+def _finished(path) -> bool:
+    if not path.exists():
+        return False
+    try:
+        return bool(torch.load(path, map_location="cpu", weights_only=False).get("done"))
+    except Exception:  # noqa: BLE001 - fit_adapter reports a damaged checkpoint itself
+        return False
+
+
+def fit_many(jobs: Mapping[Hashable, dict], *, workers: int | None = None, progress: bool = True,
+             desc: str = "adapters") -> dict:
+    """Train several adapters, ``workers`` at a time, and return each ``(model, info)``.
+
+    Args:
+        jobs: name → keyword arguments of :func:`olas_utils.toa.fit.fit_adapter` (without
+            ``progress``). Jobs with the same checkpoint file
+            (:func:`~olas_utils.toa.fit.checkpoint_file`) are trained once.
+        workers: processes training at the same time, each with
+            ``torch.get_num_threads() // workers`` threads (at least 1); 1 trains in this
+            process, one run after the other. Default :func:`default_workers`.
+        progress: a bar over runs (``workers > 1``) or over each run's steps.
+        desc: the bar's label.
+
+    Returns:
+        name → ``(model, info)`` as :func:`~olas_utils.toa.fit.fit_adapter` returns them, in
+        the order of ``jobs``.
+
+    Raises:
+        ValueError: ``workers < 1``, or ``workers > 1`` with a job that has no
+            ``checkpoint_dir`` (workers hand their weights back through checkpoints) or that
+            trains on an accelerator.
+        RuntimeError: a run failed in a worker (the message names it); the other runs keep
+            their checkpoints.
+    """
+    from olas_utils.toa.fit import checkpoint_file, fit_adapter
+
+    jobs = dict(jobs)
+    if workers is None:
+        workers = min(default_workers(next((j.get("device", "cpu") for j in jobs.values()), "cpu")), len(jobs) or 1)
+    if int(workers) < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers > 1:
+        for name, job in jobs.items():
+            if job.get("checkpoint_dir") is None:
+                raise ValueError(f"job {name!r} has no checkpoint_dir: parallel training hands the weights back "
+                                 "through checkpoints; pass one or use workers=1")
+            if str(job.get("device", "cpu")) != "cpu":
+                raise ValueError(f"job {name!r} trains on {job['device']}: parallel workers are for the CPU; "
+                                 "use workers=1 on an accelerator")
+        distinct: dict = {}
+        for job in jobs.values():
+            distinct.setdefault(checkpoint_file(**job), job)
+        pending = [job for path, job in distinct.items() if not _finished(path)]
+        if pending:
+            _run_pool(pending, min(int(workers), len(pending)), progress, desc)
+    return {name: fit_adapter(**job, progress=progress and workers == 1) for name, job in jobs.items()}
+
+
+def _run_pool(pending: list, workers: int, progress: bool, desc: str) -> None:
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    threads = max(1, torch.get_num_threads() // workers)
+    bar = tqdm(total=len(pending), desc=f"{desc} ({workers} workers × {threads} thread{'s' * (threads > 1)})",
+               disable=not progress, unit="run")
+    ctx = multiprocessing.get_context("spawn")  # fork after OpenMP start-up can deadlock the child
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
+    try:
+        left = {pool.submit(_fit_in_worker, job) for job in pending}
+        while left:
+            done, left = wait(left, return_when=FIRST_COMPLETED)
+            for f in done:
+                bar.set_postfix_str(f.result()[-60:])  # re-raises a worker's error here
+                bar.update(1)
+    except BaseException:
+        # stop at once (an interrupt, or a failed run): checkpoints are written atomically,
+        # so killed runs resume from their last one next time
+        for p in list((getattr(pool, "_processes", None) or {}).values()):
+            p.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    else:
+        pool.shutdown(wait=True)
+    finally:
+        bar.close()
