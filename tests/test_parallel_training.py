@@ -3,6 +3,8 @@ trained in this process, on real EWT sentences and minilm-l6's word-level OLA.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -84,6 +86,30 @@ def test_a_failing_run_is_named_and_the_error_reaches_the_caller(runs, tmp_path)
     bad = {**job, "examples": nan, "desc": "broken run"}  # fails at its first step, in the worker
     with pytest.raises(RuntimeError, match="broken run.*non-finite"):
         fit_many({"bad": bad, "other": runs("position-only", tmp_path)}, workers=2, progress=False)
+
+
+def test_thousands_of_examples_reach_the_workers(runs, tmp_path):
+    # each tensor shared through its own file descriptor would exceed the open-file limit
+    import resource
+
+    job = runs("ola", tmp_path)
+    many = [replace(e, image=e.image.clone(), positions=e.positions.clone(), labels=e.labels.clone(),
+                    heads=e.heads.clone()) for e in job["examples"] * 60]  # 4 distinct tensors each
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = min(1024, soft)  # a common default (Jupyter kernels often have it)
+    assert 4 * len(many) > limit
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        (model, info), = fit_many({"many": {**job, "examples": many, "data": _repeat(job["data"], 60),
+                                            "cfg": replace(job["cfg"], epochs=1)}}, workers=2, progress=False).values()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert info["steps"] > 0 and len(list(tmp_path.glob("*.pt"))) == 1
+
+
+def _repeat(data, times):
+    return replace(data, words=data.words * times, labels=data.labels * times, heads=data.heads * times,
+                   rows=data.rows * times, upos=None if data.upos is None else data.upos * times)
 
 
 def test_multi_source_examples_take_sentence_i_from_source_i_mod_k():

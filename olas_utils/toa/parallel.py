@@ -39,9 +39,23 @@ def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _fit_in_worker(job: dict) -> str:
+def _pack(job: dict) -> bytes:
+    """A job as bytes (``torch.save``): tensors copied into the message, not shared through
+    one file descriptor each as multiprocessing's own pickling of tensors would do, which
+    runs out of descriptors with thousands of examples."""
+    import io
+
+    buf = io.BytesIO()
+    torch.save(job, buf)
+    return buf.getvalue()
+
+
+def _fit_in_worker(packed: bytes) -> str:
+    import io
+
     from olas_utils.toa.fit import fit_adapter
 
+    job = torch.load(io.BytesIO(packed), weights_only=False)
     try:
         fit_adapter(**job, progress=False)
     except Exception as e:  # noqa: BLE001 - re-raised in the parent with the run named
@@ -118,7 +132,7 @@ def _run_pool(pending: list, workers: int, progress: bool, desc: str) -> None:
     ctx = multiprocessing.get_context("spawn")  # fork after OpenMP start-up can deadlock the child
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
     try:
-        left = {pool.submit(_fit_in_worker, job) for job in pending}
+        left = {pool.submit(_fit_in_worker, _pack(job)) for job in pending}
         while left:
             done, left = wait(left, return_when=FIRST_COMPLETED)
             for f in done:
