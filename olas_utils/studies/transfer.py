@@ -137,6 +137,10 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
         def ex(name, data, variant="plain", inputs="ola", control=None):
             return store.examples(name, data, keys, inputs=inputs, control=control, normalize=VARIANTS[variant][0])
 
+        def ev(model, target, x):  # test scores; POS also as the released code counts it (paper.md §5)
+            wid = store.maps(target, test).word_ids if task == "pos" else None
+            return evaluate(model, x, test, device=device, word_ids=wid)
+
         def job(names, variant="plain", inputs="ola"):
             x_tr, x_dv = (_interleave([ex(n, d, variant, inputs) for n in names]) for d in (train, dev))
             return adapter_job((x_tr, train), (x_dv, dev), cfg, seed=seed, augment=VARIANTS[variant][1],
@@ -159,20 +163,20 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
             peers = [s for s in models if family[s] == family[target]]
             others = [s for s in peers if s != target]
             model, info = adapters[target, "plain"]
-            add(task, target, target, "self", "plain", evaluate(model, ex(target, test), test, device=device), info)
+            add(task, target, target, "self", "plain", ev(model, target, ex(target, test)), info)
             for source in peers:
                 model, info = adapters[source, "plain"]
                 add(task, source, target, "random-init target", "plain",
-                    evaluate(model, ex(target, test, control="random"), test, device=device), info)
+                    ev(model, target, ex(target, test, control="random")), info)
             for source in others:
                 for v in VARIANTS:
                     model, info = adapters[source, v]
                     cond = "transfer" if v == "plain" else f"transfer ({v})"
-                    add(task, source, target, cond, v, evaluate(model, ex(target, test, v), test, device=device), info)
+                    add(task, source, target, cond, v, ev(model, target, ex(target, test, v)), info)
             if others:
                 model, info = trained["multi", target, "plain"]
                 add(task, "others", target, "transfer (multi-source)", "plain",
-                    evaluate(model, ex(target, test), test, device=device), info)
+                    ev(model, target, ex(target, test)), info)
                 choice = _choose_variant(dev_transfer, [s for s in others])
                 chosen = [r for r in rows if r["task"] == task and r["target"] == target
                           and r["condition"].startswith("transfer") and r["variant"] == choice[0]
@@ -182,7 +186,7 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
             for inputs in ("tokenizer-only", "position-only"):
                 model, info = trained[inputs, target, "plain"]
                 add(task, target, target, inputs, "plain",
-                    evaluate(model, ex(target, test, inputs=inputs), test, device=device), info)
+                    ev(model, target, ex(target, test, inputs=inputs)), info)
         base = score(test, trivial_baseline(train, test))
         rows.append({"task": task, "metric": metric, "family": "-", "source": "-", "target": "-",
                      "condition": "baseline", "variant": "-", "score": base[metric], **base})

@@ -97,6 +97,21 @@ def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFram
                  "position, tokenisation, an untrained copy or word statistics give." if total and won == total else
                  "Where it does not, this run gives **no evidence of transfer** beyond what those controls "
                  "explain: the paper's claim is not supported there at this size.")]
+    lost = summary.dropna(subset=["TOA (headline)"])
+    lost = lost[lost["TOA (headline)"] <= lost["strongest"]]
+    if len(lost):
+        lines.append("  Not beaten: " + "; ".join(
+            f"{r.task} on {r.target} (TOA {r['TOA (headline)']:.1f}, {r['headline variant']}; {r['strongest control']} "
+            f"{r['strongest']:.1f})" for _, r in lost.iterrows()) + ".")
+    multi = summary.dropna(subset=["transfer (multi-source)"])
+    if len(multi):
+        single = multi[["transfer", "transfer (rank)", "transfer (augmented)"]].max(axis=1)
+        lines.append(f"* Multi-source (trained on every other model of the family, one source's data budget) beats "
+                     f"the strongest control on {int((multi['transfer (multi-source)'] > multi['strongest']).sum())}/"
+                     f"{len(multi)} pairs and the best single-source variant on "
+                     f"{int((multi['transfer (multi-source)'] > single).sum())}/{len(multi)}: "
+                     + ", ".join(f"{r.target} {r['transfer (multi-source)']:.1f} vs {b:.1f}"
+                                 for (_, r), b in zip(multi.iterrows(), single)) + ".")
     self_won = int(v["self > strongest control"].sum())
     lines.append(f"* Self-trained adapters beat the strongest control on {self_won}/{total} pairs"
                  + (": where even self does not, the task cannot be read from OLA at this size, so transfer "
@@ -108,6 +123,11 @@ def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFram
                  f"{len(summary)}" + ("." if missed.empty else "; not: " + ", ".join(
                      f"{r.task} on {r.target} (self {r['self']:.1f}, position-only {r['position-only']:.1f}, "
                      f"tokenizer-only {r['tokenizer-only']:.1f})" for _, r in missed.iterrows()) + "."))
+    if frame is not None and {"best_epoch", "epochs_run"} <= set(frame):
+        own = frame[frame.condition.isin(["self", "transfer (multi-source)"])].dropna(subset=["best_epoch"])
+        last = own[own.best_epoch == own.epochs_run]
+        lines.append(f"* Self-trained and multi-source adapters whose best dev epoch was their last (still improving "
+                     f"when training ended, so lower bounds for the recipe): {len(last)}/{len(own)}.")
     heads = summary.dropna(subset=["TOA (headline)"])["headline variant"].value_counts()
     lines.append("* Headline variants chosen: " + ", ".join(f"{k} {n}×" for k, n in heads.items()) + ".")
     if frame is not None and "accuracy" in frame and (frame.task == "relation").any():
@@ -122,4 +142,17 @@ def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFram
                      f"random-init target {acc('random-init target')}, position-only {acc('position-only')}, "
                      f"model-free baseline {acc('baseline')}; the paper's 30–33 % is for a 3B source model on "
                      "1.5–2B targets, full training data and a 768-dim adapter.")
+    if frame is not None and "accuracy_released" in frame and (frame.task == "pos").any():
+        p = frame[frame.task == "pos"]
+
+        def both(cond):
+            d = p[p.condition == cond]
+            return (f"{100 * d.accuracy_released.mean():.1f} (per word {100 * d.accuracy.mean():.1f})" if len(d)
+                    else "–")
+
+        lines.append("* POS accuracy as the released code counts it (every subword carries its word's tag, special "
+                     f"tokens count as correct; paper.md §5), mean over pairs: self {both('self')}, transfer "
+                     f"{both('transfer')}, TOA headline {both('TOA (headline)')}, position-only "
+                     f"{both('position-only')}. It is higher than per word and grows with subwords per word, so it "
+                     "is not comparable across tokenizers.")
     return "\n".join(lines)

@@ -235,8 +235,14 @@ def checkpoint_file(examples: Sequence[Example], data: TaskData, adapter: Adapte
                     min_epochs, device)[3]
 
 
-def evaluate(model: TOAModel, examples: Sequence[Example], data: TaskData, *, device="cpu", tree: str = "mst") -> dict:
+def evaluate(model: TOAModel, examples: Sequence[Example], data: TaskData, *, device="cpu", tree: str = "mst",
+             word_ids=None) -> dict:
     """Predict ``examples`` (of ``data``) and :func:`score` them.
+
+    ``word_ids`` (per sentence, each subword's word index, −1 for special tokens; e.g.
+    ``OLAMaps.word_ids`` (:class:`olas_utils.maps.OLAMaps`) of the target model) adds, for POS,
+    ``accuracy_released``: the released code's count over subwords and special tokens
+    (:func:`olas_utils.toa.metrics.released_pos_accuracy`).
 
     Raises:
         ValueError: the model was built for another kind of task or another label set, or
@@ -248,7 +254,13 @@ def evaluate(model: TOAModel, examples: Sequence[Example], data: TaskData, *, de
                          "trained for")
     if len(examples) != len(data):
         raise ValueError(f"{len(examples)} examples for {len(data)} sentences of {data.task}/{data.split}")
-    return score(data, to_labels(data, predict(model, examples, device=device, tree=tree)))
+    labels = to_labels(data, predict(model, examples, device=device, tree=tree))
+    out = score(data, labels)
+    if word_ids is not None and data.task == "pos":
+        from olas_utils.toa.metrics import released_pos_accuracy
+
+        out["accuracy_released"] = released_pos_accuracy(data.labels, labels, word_ids)
+    return out
 
 
 __all__.append("evaluate")

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from olas_utils.data import SEMEVAL_LABELS
 
-__all__ = ["pos_accuracy", "entity_f1", "semeval_scores", "attachment_scores", "SEMEVAL_RELATIONS"]
+__all__ = ["pos_accuracy", "released_pos_accuracy", "entity_f1", "semeval_scores", "attachment_scores", "SEMEVAL_RELATIONS"]
 
 
 def _check_parallel(gold: Sequence[Sequence], pred: Sequence[Sequence], what: str) -> int:
@@ -57,6 +57,43 @@ def pos_accuracy(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -
     """
     total = _check_parallel(gold, pred, "pos_accuracy")
     correct = sum(g == p for gs, ps in zip(gold, pred) for g, p in zip(gs, ps))
+    return correct / total
+
+
+def released_pos_accuracy(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
+                          word_ids: Sequence[Sequence[int]]) -> float:
+    """POS accuracy as the paper's released code counts it (paper.md §5): over every subword
+    token, special tokens included, from word-level tags.
+
+    Each subword carries its word's tag, so a word of k subwords counts k times; each
+    special token (``word_ids`` −1) carries the released code's ``"[None]"`` tag, which its
+    model learns from position alone, so it counts as correct. The score therefore rises
+    with the number of subwords per word and of special tokens: it is not comparable across
+    tokenizers, which is why the tables lead with :func:`pos_accuracy`.
+
+    Args:
+        gold, pred: one tag per word per sentence.
+        word_ids: per sentence, the word index of each subword token (−1: special token),
+            e.g. ``OLAMaps.word_ids`` (:class:`olas_utils.maps.OLAMaps`).
+
+    Returns:
+        Accuracy in [0, 1] over all tokens.
+
+    Raises:
+        ValueError: as :func:`pos_accuracy`, or a word index out of range. Words without
+            a token (a sentence cut at the model's length limit) are not counted, as in the
+            released code.
+    """
+    _check_parallel(gold, pred, "released_pos_accuracy")
+    if len(word_ids) != len(gold):
+        raise ValueError(f"released_pos_accuracy: {len(word_ids)} word-id lists for {len(gold)} sentences")
+    correct = total = 0
+    for i, (gs, ps, wid) in enumerate(zip(gold, pred, word_ids)):
+        wid = [int(w) for w in wid]
+        if any(w < -1 or w >= len(gs) for w in wid):
+            raise ValueError(f"released_pos_accuracy: sentence {i} has {len(gs)} words but word ids {wid}")
+        total += len(wid)
+        correct += sum(1 if w == -1 else int(gs[w] == ps[w]) for w in wid)
     return correct / total
 
 

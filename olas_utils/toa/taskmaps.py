@@ -1,11 +1,14 @@
-"""OLA maps of task sentences, extracted once per model (and control) and cached on disk.
+"""OLA maps of task sentences, each sentence extracted once per model (and control) and
+cached on disk.
 
-The cache file name carries a SHA-256 of everything the maps depend on (model weights
-hash, control and its seed, the sentences' words, orders, library versions), so maps made
-with other settings are never reused: they simply are not found. Only the words enter the
-key, not the task or its labels: the same sentences of two tasks (UD English-EWT and UNER
-English-EWT) or two notebooks (03 and 04) share one extraction. Files are written atomically
-(:meth:`olas_utils.extract.OLAMaps.save`); an unreadable file is reported and re-extracted.
+The cache folder name carries a SHA-256 of everything the maps depend on besides the words
+(model weights hash, control and its seed, orders, library versions), so maps made with
+other settings are never reused: they simply are not found. Inside it, maps are stored per
+sentence, identified by its words only (:mod:`olas_utils.toa.mapshards`), not by the task,
+its labels or the list it came in: the same sentences of two tasks (UD English-EWT and
+UNER English-EWT, which list them in other orders) or two notebooks (03 and 04) are
+extracted once. Shards are written atomically; an unreadable one is reported and its
+sentences extracted again.
 """
 
 from __future__ import annotations
@@ -96,12 +99,12 @@ class ModelPool:
         gc.collect()
 
 
-def maps_key(weights_id: str, model: str, control: str | None, seed: int, data: TaskData,
-             orders: Sequence[int], rollout: bool) -> str:
-    """SHA-256 of everything the maps of ``data`` depend on."""
+def maps_key(weights_id: str, model: str, control: str | None, seed: int, orders: Sequence[int],
+             rollout: bool) -> str:
+    """SHA-256 of everything a sentence's maps depend on besides its words (the weights,
+    control and its seed, orders, rollout and library versions): one shard folder each."""
     payload = {"weights": weights_id, "model": model, "control": control,
                "control_seed": seed if control == "random" else None,
-               "words": hashlib.sha256(json.dumps(data.words).encode()).hexdigest(),
                "orders": sorted(orders), "rollout": rollout, "versions": _versions()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -109,44 +112,61 @@ def maps_key(weights_id: str, model: str, control: str | None, seed: int, data: 
 def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: str | None = None,
               orders: Sequence[int] = (1, 2, 3), rollout: bool = True, batch_size: int = 8,
               cache_dir=None, progress: bool = True) -> OLAMaps:
-    """Subword-level OLA maps of ``data.words`` for a model or its control, cached.
+    """Subword-level OLA maps of ``data.words`` for a model or its control, cached per
+    sentence: only sentences that no earlier call stored are extracted
+    (:mod:`olas_utils.toa.mapshards`).
 
     Args:
-        pool: a :class:`ModelPool` (loads the model only if the maps are not cached).
+        pool: a :class:`ModelPool` (loads the model only if some sentences are not cached).
         model: zoo name, folder or Hugging Face id.
         data: a task split (:func:`olas_utils.data.tasks.load_task`).
         control: None, ``"random"`` or ``"uniform"`` (see :data:`CONTROLS`).
         orders, rollout: what to extract (see :func:`olas_utils.extract.extract_ola`).
         batch_size: sentences per forward pass.
         cache_dir: OLAS cache folder (default :func:`olas_utils.settings.cache_dir`); maps go
-            to ``<cache>/taskmaps``.
+            to ``<cache>/taskmaps/<model>[+control]-<settings hash>/``.
         progress: progress bar.
 
     Returns:
-        :class:`~olas_utils.extract.OLAMaps` at subword level (``.to_words()`` for words).
+        :class:`~olas_utils.extract.OLAMaps` at subword level (``.to_words()`` for words),
+        one entry per sentence of ``data`` in its order.
 
     Warns:
         UserWarning: the cache cannot be written (the maps are still returned) or a cached
-            file is unreadable (it is extracted again).
+            shard is unreadable (its sentences are extracted again).
     """
     from olas_utils.extract import extract_ola
     from olas_utils.settings import cache_dir as default_cache
+    from olas_utils.toa.mapshards import DamagedShardError, MapShards, sentence_id
 
-    key = maps_key(pool.weights_id(model), model, control, pool.seed, data, orders, rollout)
+    key = maps_key(pool.weights_id(model), model, control, pool.seed, orders, rollout)
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in model)
-    path = Path(default_cache(cache_dir)) / "taskmaps" / f"{safe}{'+' + control if control else ''}-{key[:24]}.pt"
-    if path.exists():
+    shards = MapShards(Path(default_cache(cache_dir)) / "taskmaps" / f"{safe}{'+' + control if control else ''}-{key[:24]}")
+    ids = [sentence_id(w) for w in data.words]
+    if not ids:
+        raise ValueError(f"{data.task}/{data.split} has no sentences to extract")
+    loaded: dict = {}
+    for _attempt in range(2):
+        index = shards.index()
+        todo = list(dict.fromkeys(i for i in ids if i not in index))
+        if todo:
+            words = dict(zip(ids, data.words))
+            lm = pool.get(model, control)
+            new = extract_ola(lm.model, lm.tokenizer, [words[i] for i in todo], orders=orders, rollout=rollout,
+                              layers=(), batch_size=batch_size, progress=progress, model_name=lm.name,
+                              attention="uniform" if control == "uniform" else "model")
+            try:
+                name = shards.write(new, todo)
+            except OSError as e:  # keep the work: use the maps from memory, say why they were not cached
+                warnings.warn(f"could not write OLA maps to the cache {shards.folder} ({e.strerror or e}); they are "
+                              "returned but will be extracted again next time. Set OLAS_CACHE_DIR to a writable "
+                              "folder.", stacklevel=2)
+                name = "in memory"
+                loaded[name] = new
+            index.update({sid: (name, p) for p, sid in enumerate(todo)})
         try:
-            return OLAMaps.load(path)
-        except Exception as e:  # noqa: BLE001 - a damaged file is re-extracted, never trusted
-            warnings.warn(f"cached maps {path} are unreadable ({e}); extracting again", stacklevel=2)
-    lm = pool.get(model, control)
-    maps = extract_ola(lm.model, lm.tokenizer, data.words, orders=orders, rollout=rollout, layers=(),
-                       batch_size=batch_size, progress=progress, model_name=lm.name,
-                       attention="uniform" if control == "uniform" else "model")
-    try:
-        maps.save(path)
-    except OSError as e:  # keep the work: return the maps, say why they were not cached
-        warnings.warn(f"could not write OLA maps to the cache {path} ({e.strerror or e}); they are returned but "
-                      "will be extracted again next time. Set OLAS_CACHE_DIR to a writable folder.", stacklevel=2)
-    return maps
+            return shards.read(ids, index, loaded=loaded)
+        except DamagedShardError as e:  # never trusted: set aside, its sentences extracted again
+            warnings.warn(f"{e}; extracting its sentences again", stacklevel=2)
+            shards.drop(e.name)
+    raise RuntimeError(f"the map cache {shards.folder} keeps failing; delete it and run again")
