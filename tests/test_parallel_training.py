@@ -118,3 +118,10 @@ def test_multi_source_examples_take_sentence_i_from_source_i_mod_k():
     a, b, c = ([f"{s}{i}" for i in range(5)] for s in "abc")
     assert _interleave([a, b, c]) == ["a0", "b1", "c2", "a3", "b4"]
     assert _interleave([a]) == a
+
+
+def test_a_profiles_workers_setting_is_for_the_cpu_only():
+    from olas_utils.studies.adapters import _workers, resources
+
+    assert _workers({"workers": 2}, "cpu") == 2 and _workers({"workers": 2}, "cuda") == 1
+    assert "at a time" not in resources({"workers": 2}, "cuda")

@@ -24,7 +24,7 @@ from typing import Sequence
 
 from olas_utils.data.tasks import TaskData
 
-__all__ = ["INPUTS", "MapStore", "provenance", "adapter_job", "train_adapter", "train_adapters", "resources"]
+__all__ = ["INPUTS", "MapStore", "provenance", "adapter_job", "train_adapters", "resources"]
 
 #: Adapter inputs: name → (map control for :func:`~olas_utils.toa.taskmaps.task_maps`,
 #: ``source`` of :func:`~olas_utils.toa.features.build_examples`).
@@ -136,25 +136,22 @@ def adapter_job(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: d
             "min_epochs": cfg.get("min_epochs", 1), "device": device, "desc": desc}
 
 
-def train_adapter(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: dict, *, progress: bool = True,
-                  **kwargs):
-    """Fit one adapter of a notebook profile (arguments of :func:`adapter_job`).
-
-    Returns:
-        ``(model, info)``; ``info`` has the dev ``curve``, ``best_epoch`` and ``epochs_run``.
-    """
-    from olas_utils.toa.fit import fit_adapter
-
-    return fit_adapter(**adapter_job(train, dev, cfg, **kwargs), progress=progress)
-
-
 def train_adapters(jobs: dict, cfg: dict, *, progress: bool = True) -> dict:
     """Train the :func:`adapter_job` runs in ``jobs`` (name → job), ``cfg["workers"]`` at a
-    time on a CPU (:func:`olas_utils.toa.parallel.fit_many`; default one per core), each
-    distinct run once. Returns name → ``(model, info)``."""
+    time on a CPU (:func:`olas_utils.toa.parallel.fit_many`; default one per core; one at a
+    time on an accelerator), each distinct run once. Returns name → ``(model, info)``."""
     from olas_utils.toa.parallel import fit_many
 
-    return fit_many(jobs, workers=cfg.get("workers"), progress=progress)
+    device = next((j.get("device", "cpu") for j in jobs.values()), "cpu")
+    return fit_many(jobs, workers=_workers(cfg, device), progress=progress)
+
+
+def _workers(cfg: dict, device) -> int:
+    """Adapters a profile trains at a time: ``cfg["workers"]`` (default one per core) on the
+    CPU, 1 on an accelerator (the profile's setting is a CPU setting)."""
+    from olas_utils.toa.parallel import default_workers
+
+    return 1 if str(device) != "cpu" else int(cfg.get("workers") or default_workers(device))
 
 
 def resources(cfg: dict, device="cpu") -> str:
@@ -162,10 +159,8 @@ def resources(cfg: dict, device="cpu") -> str:
     and on a CPU how many adapters train at a time (``cfg["workers"]``, default one per core)."""
     import torch
 
-    from olas_utils.toa.parallel import default_workers
-
     threads = torch.get_num_threads()
-    workers = 1 if str(device) != "cpu" else int(cfg.get("workers") or default_workers(device))
+    workers = _workers(cfg, device)
     if workers > 1:
         return f"{workers} adapters trained at a time, {max(1, threads // workers)} thread each ({threads} threads)"
     return f"{threads} thread{'s' * (threads > 1)}"
