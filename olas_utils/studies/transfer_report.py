@@ -64,14 +64,14 @@ def bar_chart(summary: pd.DataFrame, task: str, *, caption: str = ""):
     conds = [c for c in ("self",) + _TRANSFER + CONTROLS[:-1] if c in s and s[c].notna().any()]
     x = np.arange(len(s))
     w = 0.85 / len(conds)
-    fig, ax = plt.subplots(figsize=(2.5 + 2.0 * len(s), 3.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(4.5 + 2.0 * len(s), 3.6), layout="constrained")
     for j, c in enumerate(conds):
         ax.bar(x + (j - (len(conds) - 1) / 2) * w, np.nan_to_num(s[c].to_numpy(dtype=float)), w, label=c)
     ax.axhline(s.baseline.iloc[0], color="k", ls="--", lw=1, label="baseline (model-free)")
     ax.set_xticks(x, s.target)
     ax.set_ylabel(f"{s.metric.iloc[0]} (%)")
     ax.set_title(f"{task}{' — ' + caption if caption else ''}", fontsize=9)
-    ax.legend(fontsize=6, ncols=3)
+    ax.legend(fontsize=6, ncols=3, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never on them
     return fig
 
 
