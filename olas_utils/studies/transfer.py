@@ -53,8 +53,10 @@ CONDITIONS = ("self", "transfer", "transfer (rank)", "transfer (augmented)", "tr
 #: adapters learn best, so transfer can be tested), on three encoders, the fewest with which
 #: multi-source training and the headline choice mean something; its sentences and training
 #: settings are notebook 03's, so minilm-l6's dependency adapter and the controls are shared.
-#: The causal family and the other tasks run in the paper profile (or pass ``models`` /
-#: ``tasks``).
+#: The ``wide`` profile (CPU, about two hours; ``reproduce --profile wide`` writes
+#: ``results/wide/``) keeps the quick sizes and settings and adds the causal family and the
+#: relation task, so every quick adapter is shared. Every task on the full zoo runs in the
+#: paper profile (or pass ``models`` / ``tasks``).
 PROFILES: dict[str, dict] = {
     "smoke": {"models": ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"], "tasks": ["pos", "relation"],
               "n_train": 24, "n_dev": 12, "n_test": 16, "max_words": 15, "keys": ["ola:1", "ola:2"], "level": "word",
@@ -64,6 +66,11 @@ PROFILES: dict[str, dict] = {
               "n_train": 2000, "n_dev": 300, "n_test": 500, "min_words": 3, "max_words": 30,
               "keys": ["ola:1"], "level": "word", "adapter": "small", "epochs": 5, "patience": 2,
               "batch_size": 8, "lr": 3e-3, "arc_dim": 128, "label_dim": 64, "workers": 2},
+    "wide": {"models": ["minilm-l6", "paraphrase-minilm-l3", "e5-small", "smollm2-135m", "gemma3-270m",
+                        "qwen2.5-0.5b"], "tasks": ["dependency", "relation"],
+             "n_train": 2000, "n_dev": 300, "n_test": 500, "min_words": 3, "max_words": 30,
+             "keys": ["ola:1"], "level": "word", "adapter": "small", "epochs": 5, "patience": 2,
+             "batch_size": 8, "lr": 3e-3, "arc_dim": 128, "label_dim": 64, "workers": 2},
     "paper": {"models": None, "tasks": None, "n_train": None, "n_dev": None, "n_test": None, "max_words": None,
               "min_words": 1, "keys": ["ola:1", "ola:2"], "level": "subword", "adapter": "paper", "epochs": 15,
               "patience": 3, "batch_size": 2, "lr": 1e-5, "arc_dim": 512, "label_dim": 128, "workers": None},

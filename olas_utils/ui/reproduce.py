@@ -3,6 +3,9 @@
 ``python -m olas_utils.ui.reproduce --profile quick`` executes every ``notebooks/NN_*.ipynb``
 in order with ``profile=quick`` and writes the executed copies to ``results/executed/``;
 the notebooks themselves write their figures to ``figures/`` and tables to ``results/``.
+Any other profile writes to ``results/<profile>/`` and ``figures/<profile>/`` (executed copies
+in ``results/<profile>/executed/``), so it never overwrites the committed quick results. The
+``wide`` profile exists for notebook 04 only (:data:`NOTEBOOKS_OF`).
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from typing import Sequence
 
 from olas_utils.settings import project_root
 
-__all__ = ["list_notebooks", "run_notebook", "reproduce", "main"]
+__all__ = ["PROFILES", "NOTEBOOKS_OF", "list_notebooks", "output_dirs", "run_notebook", "reproduce", "main"]
 
-PROFILES = ("smoke", "quick", "paper")
+PROFILES = ("smoke", "quick", "wide", "paper")
+#: Profiles that only some notebooks have: profile → notebook number prefixes.
+NOTEBOOKS_OF: dict[str, tuple[str, ...]] = {"wide": ("04",)}
 
 
 def list_notebooks(folder: str | Path | None = None) -> list[Path]:
@@ -26,13 +31,23 @@ def list_notebooks(folder: str | Path | None = None) -> list[Path]:
     return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
 
 
+def output_dirs(profile: str, root: str | Path | None = None) -> tuple[Path, Path]:
+    """``(results, figures)`` folders of a profile: ``results/`` and ``figures/`` for
+    ``quick`` (the committed outputs), ``results/<profile>/`` and ``figures/<profile>/`` for
+    any other (under ``root``, default the project root)."""
+    root = Path(root) if root else project_root()
+    if profile == "quick":
+        return root / "results", root / "figures"
+    return root / "results" / profile, root / "figures" / profile
+
+
 def run_notebook(path: str | Path, out_path: str | Path, *, profile: str = "quick", parameters: dict | None = None, progress: bool = True) -> Path:
     """Execute one notebook with papermill.
 
     Args:
         path: the notebook.
         out_path: where the executed copy is written (folders created).
-        profile: ``smoke``, ``quick`` or ``paper``, passed as the ``profile`` parameter.
+        profile: one of :data:`PROFILES`, passed as the ``profile`` parameter.
         parameters: further parameters (override the notebook's ``parameters`` cell).
         progress: papermill's cell progress bar.
 
@@ -67,19 +82,32 @@ def reproduce(profile: str = "quick", only: Sequence[str] | None = None, execute
         Paths of the executed copies.
 
     Raises:
-        ValueError: if ``only`` matches no notebook.
+        ValueError: an unknown profile; ``only`` matches no notebook, or names one that lacks
+            the profile.
     """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; use one of {PROFILES}")
     books = list_notebooks()
     if only:
         books = [b for b in books if any(b.name.startswith(o) or b.stem == o for o in only)]
         if not books:
             raise ValueError(f"no notebook matches {list(only)}; have {[b.name for b in list_notebooks()]}")
-    executed_dir = Path(executed_dir) if executed_dir else project_root() / "results" / "executed"
+    if profile in NOTEBOOKS_OF:
+        allowed = NOTEBOOKS_OF[profile]
+        lacking = [b.name for b in books if not b.name.startswith(allowed)]
+        if only and lacking:
+            raise ValueError(f"profile {profile!r} exists for notebooks {list(allowed)} only, not {lacking}; "
+                             f"drop --only or pick one of those")
+        books = [b for b in books if b.name.startswith(allowed)]
+    executed_dir = Path(executed_dir) if executed_dir else output_dirs(profile)[0] / "executed"
+    # relative to notebooks/, where the notebooks run; quick keeps the notebooks' defaults
+    params = {} if profile == "quick" else {"results_dir": f"../results/{profile}",
+                                            "figures_dir": f"../figures/{profile}"}
     done = []
     for b in books:
         t0 = time.time()
         print(f"[olas reproduce] {b.name} (profile={profile})", flush=True)
-        done.append(run_notebook(b, executed_dir / b.name, profile=profile))
+        done.append(run_notebook(b, executed_dir / b.name, profile=profile, parameters=params))
         print(f"[olas reproduce] {b.name} done in {time.time() - t0:.0f} s", flush=True)
     return done
 
