@@ -271,3 +271,32 @@ def test_released_pos_accuracy_counts_subwords_and_special_tokens_by_hand():
     assert released_pos_accuracy(gold, pred, [[0, 1]]) == pytest.approx(1 / 2)  # cut: barks has no token
     with pytest.raises(ValueError, match="word ids"):
         released_pos_accuracy(gold, pred, [[-1, 0, 3, -1]])
+
+
+def test_closing_text_counts_each_family_and_names_task_and_target_with_several_tasks():
+    import pandas as pd
+
+    from olas_utils.studies import transfer_report
+
+    def row(task, fam, cond, target, score, source="a", variant="plain"):
+        return {"task": task, "metric": "m", "family": fam, "source": source, "target": target, "condition": cond,
+                "variant": variant, "score": score}
+
+    rows = []
+    for task in ("dependency", "relation"):
+        # encoder e1: TOA 0.6 beats every control (best 0.3); causal c1: TOA 0.2 under position-only 0.4
+        for fam, t, toa in (("encoder", "e1", 0.6), ("causal", "c1", 0.2)):
+            rows += [row(task, fam, "self", t, 0.7), row(task, fam, "transfer", t, toa),
+                     row(task, fam, "TOA (headline)", t, toa, "chosen"), row(task, fam, "random-init target", t, 0.1),
+                     row(task, fam, "tokenizer-only", t, 0.1), row(task, fam, "position-only", t, 0.4 if fam == "causal"
+                                                                    else 0.3),
+                     row(task, fam, "transfer (multi-source)", t, 0.65, "others")]
+        rows.append({**row(task, "-", "baseline", "-", 0.05, "-", "-")})
+    text = transfer_report.comparison_markdown(transfer_report.task_summary(pd.DataFrame(rows)), sizes="s")
+    assert "**2/4** (task, target) pairs" in text
+    assert "By family: encoder TOA 2/2, self 2/2; causal TOA 0/2, self 2/2" in text
+    assert "dependency/e1 65.0 vs 60.0" in text and "relation/c1 65.0 vs 20.0" in text
+    one = transfer_report.task_summary(pd.DataFrame([r for r in rows if r["task"] == "dependency"
+                                                     and r["target"] in ("e1", "-")]))
+    text1 = transfer_report.comparison_markdown(one, sizes="s")
+    assert "By family" not in text1 and ": e1 65.0 vs 60.0" in text1

@@ -75,6 +75,11 @@ def bar_chart(summary: pd.DataFrame, task: str, *, caption: str = ""):
     return fig
 
 
+def _pair(r, table: pd.DataFrame) -> str:
+    """A (task, target) row's name: the target, prefixed by the task when ``table`` has several."""
+    return f"{r.task}/{r.target}" if table.task.nunique() > 1 else str(r.target)
+
+
 def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFrame | None = None) -> str:
     """The closing text, generated from this run: per task the (task, target) pairs where the
     headline TOA (and self) beat the strongest control, what that means for the paper's
@@ -97,8 +102,13 @@ def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFram
                  "position, tokenisation, an untrained copy or word statistics give." if total and won == total else
                  "Where it does not, this run gives **no evidence of transfer** beyond what those controls "
                  "explain: the paper's claim is not supported there at this size.")]
-    lost = summary.dropna(subset=["TOA (headline)"])
-    lost = lost[lost["TOA (headline)"] <= lost["strongest"]]
+    scored = summary.dropna(subset=["TOA (headline)"])
+    if scored.family.nunique() > 1:  # transfer is within a family: say how each fares
+        lines.append("  By family: " + "; ".join(
+            f"{fam} TOA {int((f['TOA (headline)'] > f.strongest).sum())}/{len(f)}, self "
+            f"{int((f['self'] > f.strongest).sum())}/{len(f)}" for fam, f in scored.groupby("family", sort=False))
+            + " (TOA / self beating the strongest control).")
+    lost = scored[scored["TOA (headline)"] <= scored["strongest"]]
     if len(lost):
         lines.append("  Not beaten: " + "; ".join(
             f"{r.task} on {r.target} (TOA {r['TOA (headline)']:.1f}, {r['headline variant']}; {r['strongest control']} "
@@ -110,7 +120,7 @@ def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFram
                      f"the strongest control on {int((multi['transfer (multi-source)'] > multi['strongest']).sum())}/"
                      f"{len(multi)} pairs and the best single-source variant on "
                      f"{int((multi['transfer (multi-source)'] > single).sum())}/{len(multi)}: "
-                     + ", ".join(f"{r.target} {r['transfer (multi-source)']:.1f} vs {b:.1f}"
+                     + ", ".join(f"{_pair(r, multi)} {r['transfer (multi-source)']:.1f} vs {b:.1f}"
                                  for (_, r), b in zip(multi.iterrows(), single)) + ".")
     self_won = int(v["self > strongest control"].sum())
     lines.append(f"* Self-trained adapters beat the strongest control on {self_won}/{total} pairs"

@@ -22,6 +22,8 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from olas_utils.ui.reproduce import PROFILES as REPRODUCE_PROFILES
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -348,9 +350,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_similarity, check=_check_similarity)
 
     p = sub.add_parser("reproduce", help="run the numbered notebooks with papermill")
-    p.add_argument("--profile", choices=["smoke", "quick", "paper"], default="quick")
+    p.add_argument("--profile", choices=REPRODUCE_PROFILES, default="quick",
+                   help="quick (default; writes results/ and figures/), smoke, wide (notebook 04 only) or paper; "
+                        "every profile but quick writes results/<profile>/ and figures/<profile>/")
     p.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01")
-    p.add_argument("--executed-dir", help="where executed notebooks go (default results/executed)")
+    p.add_argument("--executed-dir", help="where executed notebooks go (default results/executed, "
+                                          "results/<profile>/executed for a profile other than quick)")
     p.set_defaults(func=_cmd_reproduce, check=_check_reproduce)
     return ap
 

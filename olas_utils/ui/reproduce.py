@@ -117,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="olas-reproduce", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=PROFILES, default="quick")
     ap.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01")
-    ap.add_argument("--executed-dir", help="where executed notebooks go (default results/executed)")
+    ap.add_argument("--executed-dir", help="where executed notebooks go (default results/executed, "
+                                           "results/<profile>/executed for a profile other than quick)")
     args = ap.parse_args(argv)
     try:
         reproduce(args.profile, args.only, args.executed_dir)

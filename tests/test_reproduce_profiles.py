@@ -1,0 +1,71 @@
+"""The notebook runner routes each profile to the notebooks that have it and keeps the
+committed quick outputs apart from every other profile's (no notebook is executed here:
+``run_notebook`` is replaced by a recorder)."""
+
+import json
+import re
+
+import pytest
+
+from olas_utils.settings import project_root
+from olas_utils.ui import reproduce as rp
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    seen = []
+
+    def record(path, out_path, *, profile, parameters=None, progress=True):
+        seen.append((path.name, out_path, profile, dict(parameters or {})))
+        return out_path
+
+    monkeypatch.setattr(rp, "run_notebook", record)
+    return seen
+
+
+def _study_profiles(book):
+    """The PROFILES dict a notebook reads (``<module>.PROFILES[profile]`` in its code)."""
+    import importlib
+
+    src = "".join("".join(c["source"]) for c in json.loads(book.read_text())["cells"] if c["cell_type"] == "code")
+    alias = re.search(r"(\w+)\.PROFILES\[profile\]", src).group(1)
+    names = {}
+    for line in re.findall(r"^from olas_utils\.studies import (.+)$", src, flags=re.M):
+        for part in line.split(","):
+            module, _, name = part.strip().partition(" as ")
+            names[name or module] = module
+    module = names[alias]
+    return importlib.import_module(f"olas_utils.studies.{module}").PROFILES
+
+
+def test_quick_keeps_the_notebooks_default_folders(calls):
+    rp.reproduce("quick")
+    assert [c[0][:2] for c in calls] == ["01", "02", "03", "04"]
+    assert all(c[3] == {} for c in calls)  # the notebooks' own ../results and ../figures
+    assert calls[0][1] == project_root() / "results" / "executed" / "01_ola_gallery.ipynb"
+
+
+def test_wide_runs_notebook_04_only_into_its_own_folders(calls):
+    rp.reproduce("wide")
+    assert [c[0] for c in calls] == ["04_toa_transfer.ipynb"]
+    name, out, profile, params = calls[0]
+    assert profile == "wide"
+    assert params == {"results_dir": "../results/wide", "figures_dir": "../figures/wide"}
+    assert out == project_root() / "results" / "wide" / "executed" / name
+    # the relative folders resolve, from notebooks/ where papermill runs, inside the project
+    assert (project_root() / "notebooks" / params["results_dir"]).resolve() == rp.output_dirs("wide")[0]
+
+
+def test_a_notebook_without_the_profile_is_refused_before_anything_runs(calls):
+    with pytest.raises(ValueError, match=r"'wide' exists for notebooks \['04'\] only.*03_syntax"):
+        rp.reproduce("wide", only=["03", "04"])
+    assert calls == []
+    with pytest.raises(ValueError, match="unknown profile"):
+        rp.reproduce("big")
+
+
+def test_every_notebook_has_every_profile_the_runner_sends_it():
+    for book in rp.list_notebooks():
+        have = set(_study_profiles(book))
+        sent = {p for p in rp.PROFILES if p not in rp.NOTEBOOKS_OF or book.name.startswith(rp.NOTEBOOKS_OF[p])}
+        assert sent <= have, f"{book.name} lacks profiles {sent - have}"
