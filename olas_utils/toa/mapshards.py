@@ -115,6 +115,8 @@ class MapShards:
 
         from olas_utils.maps import OLAMaps
 
+        if not ids:
+            raise ValueError("no sentences to read")
         index = self.index() if index is None else index
         missing = [i for i in ids if i not in index]
         if missing:
@@ -127,8 +129,6 @@ class MapShards:
                     shards[name] = OLAMaps.load(self.folder / f"{name}.pt")
                 except (OSError, ValueError) as e:
                     raise DamagedShardError(f"the shard {self.folder / name}.pt cannot be read ({e})", name) from e
-        if not ids:
-            raise ValueError("no sentences to read")
         shards = {name: shards[name] for name in dict.fromkeys(index[sid][0] for sid in ids)}
         first = next(iter(shards.values()))
         same = ("model_name", "num_layers", "is_causal", "level", "capture_path", "dtype", "library_version",

@@ -11,6 +11,7 @@ in ``results/<profile>/executed/``), so it never overwrites the committed quick 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -29,6 +30,11 @@ def list_notebooks(folder: str | Path | None = None) -> list[Path]:
     """The numbered notebooks (``NN_name.ipynb``) in ``folder`` (default ``notebooks/``), sorted."""
     folder = Path(folder) if folder else project_root() / "notebooks"
     return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
+
+
+def _check_profile(profile: str) -> None:
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; use one of {PROFILES}")
 
 
 def output_dirs(profile: str, root: str | Path | None = None) -> tuple[Path, Path]:
@@ -60,8 +66,7 @@ def run_notebook(path: str | Path, out_path: str | Path, *, profile: str = "quic
     """
     import papermill as pm
 
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; use one of {PROFILES}")
+    _check_profile(profile)
     path, out_path = Path(path), Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     pm.execute_notebook(
@@ -85,8 +90,7 @@ def reproduce(profile: str = "quick", only: Sequence[str] | None = None, execute
         ValueError: an unknown profile; ``only`` matches no notebook, or names one that lacks
             the profile.
     """
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; use one of {PROFILES}")
+    _check_profile(profile)
     books = list_notebooks()
     if only:
         books = [b for b in books if any(b.name.startswith(o) or b.stem == o for o in only)]
@@ -99,10 +103,12 @@ def reproduce(profile: str = "quick", only: Sequence[str] | None = None, execute
             raise ValueError(f"profile {profile!r} exists for notebooks {list(allowed)} only, not {lacking}; "
                              f"drop --only or pick one of those")
         books = [b for b in books if b.name.startswith(allowed)]
-    executed_dir = Path(executed_dir) if executed_dir else output_dirs(profile)[0] / "executed"
+    results, figures = output_dirs(profile)
+    executed_dir = Path(executed_dir) if executed_dir else results / "executed"
     # relative to notebooks/, where the notebooks run; quick keeps the notebooks' defaults
-    params = {} if profile == "quick" else {"results_dir": f"../results/{profile}",
-                                            "figures_dir": f"../figures/{profile}"}
+    here = project_root() / "notebooks"
+    params = {} if profile == "quick" else {"results_dir": os.path.relpath(results, here),
+                                            "figures_dir": os.path.relpath(figures, here)}
     done = []
     for b in books:
         t0 = time.time()
