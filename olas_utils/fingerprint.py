@@ -1,0 +1,96 @@
+"""Fingerprints: what identifies a cache, a checkpoint or a derived seed, computed one way.
+
+Canonical JSON (sorted keys, no whitespace, UTF-8 kept), SHA-256 of text, bytes, files and
+JSON values, the versions of the software that produced a result, and file names made safe
+from any model id. Every cache, checkpoint and shard of the package names its settings
+through these functions, so two layers never disagree about what "the same settings" means.
+
+Importing this module does no work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, BinaryIO
+
+__all__ = ["canonical_json", "sha256_text", "sha256_bytes", "sha256_json", "sha256_file", "sha256_stream",
+           "library_versions", "safe_name"]
+
+_CHUNK = 1 << 20
+
+
+def canonical_json(obj: Any, *, default=None) -> str:
+    """``obj`` as canonical JSON: keys sorted, no whitespace (``","`` and ``":"``), non-ASCII
+    characters kept as they are, so equal values always give equal text.
+
+    Args:
+        obj: a JSON-serialisable value.
+        default: called for values JSON cannot represent (e.g. ``str`` or ``list``), as in
+            :func:`json.dumps`; None refuses them.
+
+    Raises:
+        TypeError: ``obj`` holds a value JSON cannot represent and ``default`` is None.
+    """
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=default)
+
+
+def sha256_text(text: str) -> str:
+    """Hex SHA-256 of ``text`` encoded as UTF-8 (64 characters)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 of ``data`` (64 characters)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_json(obj: Any, *, default=None) -> str:
+    """Hex SHA-256 of :func:`canonical_json` of ``obj`` (64 characters).
+
+    Raises:
+        TypeError: as :func:`canonical_json`.
+    """
+    return sha256_text(canonical_json(obj, default=default))
+
+
+def sha256_stream(fh: BinaryIO, out: BinaryIO | None = None) -> str:
+    """Hex SHA-256 of everything read from ``fh`` (1 MiB at a time), copying it to ``out``
+    when given (hash and copy in one pass)."""
+    h = hashlib.sha256()
+    while chunk := fh.read(_CHUNK):
+        h.update(chunk)
+        if out is not None:
+            out.write(chunk)
+    return h.hexdigest()
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex SHA-256 of the file at ``path``.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as fh:
+        return sha256_stream(fh)
+
+
+def library_versions() -> dict[str, str]:
+    """``{"olas", "torch", "transformers"}`` → version strings: the software whose change can
+    change a map, recorded in every cache manifest and checkpoint key. Imports torch and
+    transformers (the caller has them loaded already)."""
+    import torch
+    import transformers
+
+    from olas_utils import __version__
+
+    return {"olas": __version__, "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def safe_name(name: str) -> str:
+    """A file-name-safe form of a model id or path: runs of characters outside
+    ``[A-Za-z0-9._+-]`` become ``_``, leading/trailing dots and underscores are dropped;
+    ``"model"`` if nothing remains (e.g. ``"Qwen/Qwen2.5-0.5B"`` → ``"Qwen_Qwen2.5-0.5B"``)."""
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", name).strip("._") or "model"
