@@ -18,7 +18,7 @@ CHROMIUM ?= chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: install models reproduce test lab chromium screenshot clean-venv
+.PHONY: install models reproduce lint format test lab chromium screenshot clean-venv
 
 $(STAMP): requirements.txt requirements-models.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,7 +42,17 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 	@command -v $(CHROMIUM) >/dev/null 2>&1 || { echo "error: $(CHROMIUM) is not installed (apt-get install chromium)" >&2; exit 1; }
 
-test: models chromium
+# Formatting and lint first (ruff, pinned in requirements.txt; settings in pyproject.toml): a
+# tree that does not pass fails before any test runs. `make format` rewrites it in place.
+lint: install
+	$(PY) -m ruff format --check .
+	$(PY) -m ruff check .
+
+format: install
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+test: lint models chromium
 	OLAS_CHROMIUM="$$(command -v $(CHROMIUM))" $(PY) -m pytest
 
 # JupyterLab on notebooks/: its kernel is this venv's Python (jupyter_client runs the
