@@ -12,8 +12,9 @@ Importing the package does no work: the names above are loaded on first use (PEP
 subpackages are imported explicitly (``from olas_utils.zoo import ...``). They are laid out
 by layer (lowest first; a layer imports only lower ones):
 
-- core (this folder): ``ola``, ``architecture``, ``capture``, ``extract``, ``align``,
-  ``sinks``, ``settings``, ``atomic`` — words → OLA maps;
+- core (this folder): ``ola``, ``uniform``, ``architecture``, ``capture``, ``maps``, ``extract``,
+  ``align``, ``sinks`` — words → OLA maps; ``settings``, ``atomic``, ``augment``, ``fingerprint``
+  — what every layer shares (where things are, atomic writes, augmentations, hashes);
 - ``data``: dataset readers, the similarity corpus, the TOA tasks;
 - ``zoo``: the offline model registry, preparation, loading, sanity checks, model controls;
 - ``similarity`` and ``toa``: cross-LM retrieval and the visual classifier; the

@@ -1,4 +1,4 @@
-"""Training augmentations of OLA images (paper §2 and §4): highlighted sink columns,
+"""Training augmentations of OLA images (``docs/method.md#visual-classifier``, ``docs/method.md#training``): highlighted sink columns,
 Gaussian noise and a random temperature, drawn per image from a private ``torch.Generator``.
 Used by the visual classifier (:mod:`olas_utils.similarity.classifier`) and the adapters
 (:mod:`olas_utils.toa.train`).
@@ -33,7 +33,7 @@ __all__ = ["Augmentation", "NO_AUGMENTATION", "highlight_sink_columns", "add_gau
 
 @dataclass(frozen=True)
 class Augmentation:
-    """The training augmentations (paper §2 values by default).
+    """The training augmentations (the paper's classifier values by default, ``docs/method.md#visual-classifier``).
 
     Attributes:
         sink_p: probability, per image, of highlighting sink columns.

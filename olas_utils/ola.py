@@ -4,7 +4,7 @@ Pure tensor code: no model, no tokenizer. Shapes use the names ``batch`` (B), ``
 and ``key`` (both T, the padded token count) and ``layer`` (N).
 
 Definitions (Liang et al., *Order-Level Attention Similarity Across Language Models*,
-NeurIPS 2025, §3.1; see ``../shared/paper.md`` §1). With ``A(i)`` the head-averaged,
+NeurIPS 2025, §3.1; see ``docs/method.md#order-level-attention``). With ``A(i)`` the head-averaged,
 post-softmax attention of layer ``i`` (1-based, T × T), attention rollout without the ½
 weighting is ``R = Π_{i=N..1} (A(i) + I)`` (higher layer on the left). Expanding the product,
 ``R = Σ_k Σ_{i1<…<ik} A(ik)…A(i1)``; the order-k OLA is the inner sum divided by
@@ -72,7 +72,7 @@ class OrderAccumulator:
     """Streaming accumulator of order-k OLA, attention rollout and selected layers.
 
     Feed it each layer's head-averaged attention in layer order with :meth:`add_layer`;
-    read the results with :meth:`ola`, :meth:`rollout` and :attr:`layers`.
+    read the results with :meth:`ola`, :meth:`rollout_map` and :attr:`layers`.
 
     Args:
         max_order: K, the highest order accumulated (orders 0..K are available).

@@ -1,7 +1,7 @@
 """Attention sinks ("outliers") and the paper's pre-processing of OLA images.
 
 Source: Liang et al. (NeurIPS 2025), §3 and released code, as summarised in
-``../shared/paper.md`` §1:
+``docs/method.md#sinks-and-pre-processing``:
 
 * **outliers** — in each row, over the valid positions (and for causal models only the
   lower triangle, ``key <= query``), the entries above ``mean + 3σ`` of that row's valid

@@ -1,6 +1,6 @@
 """The similarity corpus: chunks of consecutive words from whole documents.
 
-The paper (Liang et al., NeurIPS 2025, §2 of ``../shared/paper.md``) compares models on
+The paper (Liang et al., NeurIPS 2025; ``docs/method.md#corpus``) compares models on
 2,000 chunks of 50 consecutive words cut from CoNLL-2012 English *training documents*
 (chunks cross sentence boundaries) and uses the first 1,000. CoNLL-2012 (OntoNotes) is
 LDC-licensed and not shipped, so OLAS uses a stand-in with the same shape:

@@ -1,4 +1,4 @@
-"""The TOA tasks (paper.md §4: POS, NER twice, relations, dependencies) on the offline datasets, as plain per-sentence lists.
+"""The TOA tasks (``docs/method.md#tasks``: POS, NER twice, relations, dependencies) on the offline datasets, as plain per-sentence lists.
 
 =================  ==========  ==========================  =========================  =============
 task               kind        data (reader)               train / dev / test         metric

@@ -1,4 +1,4 @@
-"""Training the paper's visual classifier: which chunk does an OLA image come from? (paper §2)
+"""Training the paper's visual classifier: which chunk does an OLA image come from? (``docs/method.md#visual-classifier``)
 
 A ResNet-18 is trained to tell which text chunk (class = chunk index, e.g. 1,000 classes
 in the paper, about 200 in the quick profile) an OLA image comes from, on the images of

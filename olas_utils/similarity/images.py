@@ -8,7 +8,7 @@ Protocols (images are ``image_size × image_size`` float32), all made from **one
 pass per model (:func:`~olas_utils.similarity.cache.extract_protocols`):
 
 ``"released"`` the authors' released retrieval/classifier pre-processing, reproduced so our
-             numbers can be set beside the paper's (``../shared/paper.md`` §5): subword level
+             numbers can be set beside the paper's (``docs/method.md#released-code``): subword level
              with each model's special tokens; the causal flag is never passed, so causal
              maps are treated as bidirectional — outlier statistics over the *whole* row
              (the empty upper triangle included), no symmetrisation; torchvision ``Resize``
@@ -24,7 +24,7 @@ pass per model (:func:`~olas_utils.similarity.cache.extract_protocols`):
              ``image_size=50`` no resize happens at all.
 
 Pre-processing of ``"paper"`` and ``"word"``, the same for every key (OLA orders, rollout,
-single layers), from ``../shared/paper.md`` §1–2 via :func:`olas_utils.sinks.preprocess`:
+single layers), from ``docs/method.md#sinks-and-pre-processing`` via :func:`olas_utils.sinks.preprocess`:
 
 1. outliers (attention sinks) zeroed: per row, over the valid positions (lower triangle
    for causal models), entries above mean + 3σ plus the row's argmax

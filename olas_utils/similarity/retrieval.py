@@ -1,6 +1,6 @@
 """Cross-model retrieval scores: Pearson matrix, true-match ranks, Hit@k, the retrieval table.
 
-The paper's retrieval test (Liang et al., NeurIPS 2025; ``../shared/paper.md`` §2): for
+The paper's retrieval test (Liang et al., NeurIPS 2025; ``docs/method.md#retrieval``): for
 each of the 1,000 OLA images of a *target* model, rank the 1,000 images of a *source*
 model by SSIM (:func:`olas_utils.similarity.ssim.ssim_matrix`) and report Hit@1 /
 Hit@5, the fraction of target images whose own sentence is ranked first / in the top 5.
@@ -64,7 +64,7 @@ def true_match_ranks(sim: ArrayLike, *, ties: str = "pessimistic") -> np.ndarray
     always counts against the model — a constant row scores no hit. With
     ``"optimistic"``, only strictly higher keys count (``#{j : s_ij > s_ii}``). With
     ``"first"``, the first index wins a tie, like ``argmax`` (what the authors' released
-    script does, ``../shared/paper.md`` §5): ``#{j : s_ij > s_ii} + #{j < i : s_ij = s_ii}``.
+    script does, ``docs/method.md#released-code``): ``#{j : s_ij > s_ii} + #{j < i : s_ij = s_ii}``.
     NaN similarities count as −∞ (a NaN true score is beaten or tied by every key).
 
     Args:

@@ -1,7 +1,7 @@
 """Adapter runs shared by notebooks 03 and 04: each (model, control, sentences) extracted
 once, adapter inputs per condition, training with early stopping on a dev split.
 
-Conditions of a trained adapter (:data:`INPUTS`; design.md, "Evidence, not just numbers"):
+Conditions of a trained adapter (:data:`INPUTS`; ``docs/method.md#controls``):
 
 * ``"ola"`` — the model's OLA maps (the claim under test);
 * ``"tokenizer-only"`` — uniform attention through the same pipeline

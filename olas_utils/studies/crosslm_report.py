@@ -24,7 +24,7 @@ KEY_LABELS: dict[str, str] = {
 }
 
 
-#: The paper's reported ranges (``../shared/paper.md`` §2; "reported" numbers from
+#: The paper's reported ranges (``docs/method.md#reported-similarity-numbers``; "reported" numbers from
 #: secondary summaries: orders of magnitude, not targets). Fractions.
 PAPER_RANGES: dict[str, tuple[float, float]] = {
     "retrieval_clm_order1_hit1": (0.84, 0.96),

@@ -1,4 +1,4 @@
-"""OLA and syntax (notebook 03; paper.md §3): training-free probes of word-level OLA and a
+"""OLA and syntax (notebook 03; ``docs/method.md#ola-and-syntax``): training-free probes of word-level OLA and a
 biaffine dependency parser trained on each model's OLA, per order and for rollout.
 
 Sizes live in :data:`PROFILES`; the notebook calls :func:`probe_frame`,
@@ -41,7 +41,7 @@ PROFILES: dict[str, dict] = {
 #: at least this many points, per family.
 MIN_MARGIN = {"encoder": 20.0, "causal": 15.0}
 
-#: Reported UAS / LAS (%) of the paper's OLA parser (paper.md §3, BERT-base).
+#: Reported UAS / LAS (%) of the paper's OLA parser (``docs/method.md#reported-parser-numbers``, BERT-base).
 PAPER_PARSER: dict[str, tuple[float, float]] = {"ola:1": (81.3, 72.2), "ola:2": (72.9, 61.1),
                                                 "ola:3": (66.4, 53.2), "rollout": (46.2, 30.7)}
 
@@ -115,7 +115,7 @@ def probe_frame(models: Sequence[str], test: TaskData, pool, *, keys: Sequence[s
 def parser_frame(models: Sequence[str], train: TaskData, dev: TaskData, test: TaskData, pool, cfg: dict, *,
                  seed: int = 0, device="cpu", checkpoint_dir=None, progress: bool = True,
                  store=None) -> pd.DataFrame:
-    """The biaffine OLA parser trained per model and key (paper.md §3) beside its controls,
+    """The biaffine OLA parser trained per model and key (``docs/method.md#ola-and-syntax``) beside its controls,
     with early stopping on EWT dev.
 
     Each key is one adapter with 2 channels (the map raw and sink-removed), trained on
@@ -148,7 +148,7 @@ def parser_frame(models: Sequence[str], train: TaskData, dev: TaskData, test: Ta
     Returns:
         Rows ``model, family, key, condition, uas, las, uas_nopunct, las_nopunct,
         uas_greedy, las_greedy`` (fractions; ``*_greedy``: heads by greedy argmax as the
-        released code scores them, paper.md §5; the others use Chu–Liu/Edmonds trees) and
+        released code scores them, ``docs/method.md#released-code``; the others use Chu–Liu/Edmonds trees) and
         ``best_epoch, epochs_run, dev_curve`` (the dev UAS after each epoch).
     """
     from olas_utils.studies.adapters import MapStore, adapter_job, provenance, train_adapters

@@ -1,4 +1,4 @@
-"""Transferable OLA Adapter across LMs (notebook 04; paper.md §4).
+"""Transferable OLA Adapter across LMs (notebook 04; ``docs/method.md#toa-tasks-and-metrics``).
 
 Within each family (encoders, causal LMs; read from each model's config) an adapter is
 trained on every model's OLA for every task (epoch chosen on that model's dev data) and
@@ -76,7 +76,7 @@ PROFILES: dict[str, dict] = {
               "patience": 3, "batch_size": 2, "lr": 1e-5, "arc_dim": 512, "label_dim": 128, "workers": None},
 }
 
-#: What paper.md §4 reports, for the closing comparison.
+#: What the paper reports (``docs/method.md#reported-transfer-numbers``), for the closing comparison.
 PAPER_CLAIMS = ("On SemEval relation classification, TOA trained on Llama-3.2-3B gives 30–33 % accuracy on "
                 "unseen Qwen2-1.5B / Gemma-2-2B (5–8 % for zero-shot prompting); gains hold for POS, NER and "
                 "parsing, largest for small models and syntax-heavy tasks.")
@@ -144,7 +144,7 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
         def ex(name, data, variant="plain", inputs="ola", control=None):
             return store.examples(name, data, keys, inputs=inputs, control=control, normalize=VARIANTS[variant][0])
 
-        def ev(model, target, x):  # test scores; POS also as the released code counts it (paper.md §5)
+        def ev(model, target, x):  # test scores; POS also as the released code counts it (docs/method.md#released-code)
             wid = store.maps(target, test).word_ids if task == "pos" else None
             return evaluate(model, x, test, device=device, word_ids=wid)
 

@@ -1,4 +1,4 @@
-"""The Transferable OLA Adapter (paper.md §3–4) and what it is measured with.
+"""The Transferable OLA Adapter (``docs/method.md#toa-tasks-and-metrics``) and what it is measured with.
 
 In: OLA maps of task sentences (:mod:`olas_utils.toa.taskmaps`, extracted once per model and
 control through :mod:`olas_utils.extract`) and the tasks of :mod:`olas_utils.data.tasks`.

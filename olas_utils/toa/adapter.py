@@ -1,4 +1,4 @@
-"""The Transferable OLA Adapter (TOA, paper.md §4): an image model over stacked OLA maps
+"""The Transferable OLA Adapter (TOA, ``docs/method.md#adapter``): an image model over stacked OLA maps
 whose diagonal gives one feature vector per token.
 
 ``(B, C, L, L)`` OLA channels → 1×1 convolution to ``dim`` channels → axial-attention image

@@ -299,7 +299,7 @@ def decode_tree(scores: Any, algorithm: str = "mst", single_root: bool = True) -
         algorithm: ``"mst"`` (Chu–Liu/Edmonds, non-projective; aliases ``"cle"``,
             ``"chu_liu_edmonds"``), ``"eisner"`` (projective) or ``"greedy"`` (each word's
             highest-scoring head other than itself, ROOT included: no tree constraint, what
-            the released code evaluates, paper.md §5; may give cycles or several roots).
+            the released code evaluates, ``docs/method.md#released-code``; may give cycles or several roots).
         single_root: exactly one word attaches to ROOT (ignored by ``"greedy"``).
 
     Returns:

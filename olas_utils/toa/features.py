@@ -1,7 +1,7 @@
 """Adapter inputs: OLA maps of a task's sentences → stacked, pre-processed image channels
 with the position of every word on the image axis and the gold targets.
 
-Channels (paper.md §4): for each requested map (e.g. ``"ola:1"``, ``"ola:2"``) the raw map
+Channels (``docs/method.md#adapter``): for each requested map (e.g. ``"ola:1"``, ``"ola:2"``) the raw map
 and the map with its attention-sink outliers removed (:func:`olas_utils.sinks.preprocess`
 with ``keep_raw=True``), rows renormalised to sum 1 and then multiplied by the image side L
 so that every row sums to L whatever the sentence length (a uniform encoder row is all

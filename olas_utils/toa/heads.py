@@ -1,4 +1,4 @@
-"""Task heads on top of the adapter's word features (paper.md §4).
+"""Task heads on top of the adapter's word features (``docs/method.md#adapter``).
 
 All heads take word features ``(B, W, d)`` (the adapter's features gathered at each word's
 position, see :class:`TOAModel`) and return logits; losses live with the heads so that the
@@ -41,7 +41,7 @@ class TokenHead(nn.Module):
 
 class RelationHead(nn.Module):
     """Relation classification (SemEval): mean-pool each entity span, concatenate, linear
-    (paper.md §4).
+    (``docs/method.md#adapter``).
 
     Shapes: features ``(B, W, d)``, spans ``(B, 2, 2)`` long ``[start, end)`` word indices →
     logits ``(B, n_classes)``.
@@ -81,7 +81,7 @@ class _MLP(nn.Sequential):
 
 class BiaffineHead(nn.Module):
     """Biaffine dependency scorer (Dozat & Manning 2017, "Deep Biaffine Attention for Neural
-    Dependency Parsing"; paper.md §3–4: arc MLP 512, label MLP 128, dropout 0.33).
+    Dependency Parsing"; ``docs/method.md#adapter``: arc MLP 512, label MLP 128, dropout 0.33).
 
     A learned ROOT vector is prepended to the W word features, so index 0 is ROOT and word
     i is index i (1-based, as in CoNLL-U heads).

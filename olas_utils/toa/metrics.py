@@ -1,4 +1,4 @@
-"""Standard word-level evaluation metrics for the paper's downstream tasks (paper.md §4).
+"""Standard word-level evaluation metrics for the paper's downstream tasks (``docs/method.md#metrics``).
 
 * POS tagging — :func:`pos_accuracy`: accuracy per word.
 * NER — :func:`entity_f1`: entity-level micro precision/recall/F1 by ``seqeval``.
@@ -62,7 +62,7 @@ def pos_accuracy(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -
 
 def released_pos_accuracy(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
                           word_ids: Sequence[Sequence[int]]) -> float:
-    """POS accuracy as the paper's released code counts it (paper.md §5): over every subword
+    """POS accuracy as the paper's released code counts it (``docs/method.md#released-code``): over every subword
     token, special tokens included, from word-level tags.
 
     Each subword carries its word's tag, so a word of k subwords counts k times; each

@@ -1,4 +1,4 @@
-"""Training-free syntactic probes of word-level OLA maps (our extension of paper.md §3).
+"""Training-free syntactic probes of word-level OLA maps (our extension of ``docs/method.md#ola-and-syntax``).
 
 The paper trains a parser on OLA; these probes ask, without any training, how much of a
 gold dependency tree can be read directly off a word-level map ``M`` (``(W, W)``, row =

@@ -10,7 +10,7 @@
   with the same arguments resumes from the last checkpoint and ends with bit-identical
   weights (at the same thread count). A checkpoint written with other settings or data is
   refused (:class:`CheckpointMismatchError`), never silently reused.
-* **Paper settings** (paper.md §4): AdamW, linear decay, Gaussian-noise augmentation with
+* **Paper settings** (``docs/method.md#training``): AdamW, linear decay, Gaussian-noise augmentation with
   probability 0.3 per image. The paper gives the noise std as 0.2 without a scale; here it
   is 0.2 × the channel's standard deviation (as :func:`olas_utils.augment.add_gaussian_noise`).
   The paper's other augmentations (a transfer remedy, off by default): highlighted sink

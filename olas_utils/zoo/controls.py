@@ -1,5 +1,5 @@
 """Negative controls: model copies that keep the architecture and tokenizer but not the learned
-computation, for the similarity experiment (paper §2, "Controls") and the TOA's random-init target.
+computation, for the similarity experiment (``docs/method.md#controls``) and the TOA's random-init target.
 
 If OLA similarity across language models reflects what pretraining taught them, it should
 vanish for models that share an architecture and a tokenizer but not the learned

