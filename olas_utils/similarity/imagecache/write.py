@@ -183,7 +183,7 @@ def _prepare_folder(root: Path, manifest: dict, plan, keys, image_size: int, ove
         clear_folder(root, stored_keys)
     elif mpath.is_file():
         stored = read_json(mpath)
-        diff = manifestmanifest_diff(stored, manifest) if isinstance(stored, dict) else {"manifest": (stored, "a dict")}
+        diff = manifest_diff(stored, manifest) if isinstance(stored, dict) else {"manifest": (stored, "a dict")}
         if diff:
             raise mismatch_error(root, diff)
         state = read_json(root / PROGRESS)
