@@ -7,9 +7,10 @@ sentence's maps into fixed-size images with each protocol's pre-processing
 (:func:`to_image`), and stores them on disk, one cache folder per protocol, memory-mappable,
 committing progress after every batch. :func:`extract_to_cache` is the one-protocol form
 (with a chosen ``cache_root``); :func:`~olas_utils.similarity.imagecache.plan.cache_complete`
-tells whether every cache of a model is done without running it. A run killed at any point (exception, Ctrl-C, ``SIGKILL``)
-resumes from its last committed batch and ends with arrays bit-for-bit identical to an
-uninterrupted run (same machine, same software, same thread settings).
+tells whether every cache of a model is done without running it. A run killed at any point
+(exception, Ctrl-C, ``SIGKILL``) resumes from its last committed batch and ends with arrays
+bit-for-bit identical to an uninterrupted run (same machine, same software, same thread
+settings).
 
 The protocols and the pre-processing are described in :mod:`olas_utils.similarity.images`,
 the folder layout in :mod:`olas_utils.similarity.imagecache.folder`, the manifest in
