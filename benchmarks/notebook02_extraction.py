@@ -37,7 +37,7 @@ import torch  # noqa: E402  (after common, which fixes sys.path)
 from olas_utils.align import tokenize_words  # noqa: E402
 from olas_utils.data.corpus import build_chunks  # noqa: E402
 from olas_utils.extract import length_buckets, max_tokens  # noqa: E402
-from olas_utils.similarity.cache import extract_protocols, extract_to_cache  # noqa: E402
+from olas_utils.similarity.imagecache import extract_protocols, extract_to_cache  # noqa: E402
 from olas_utils.studies import crosslm  # noqa: E402
 from olas_utils.studies.depth import orders_for  # noqa: E402
 from olas_utils.zoo import DEFAULT_MODELS, load_model  # noqa: E402

@@ -20,11 +20,15 @@ import numpy as np
 import pytest
 import torch
 
-from olas_utils.similarity.cache import extract_to_cache
-from olas_utils.similarity.cache_reader import CachedImages, open_cache
-from olas_utils.similarity.cache_folder import CacheBusyError, key_filename
+from olas_utils.similarity.imagecache import (
+    CacheBusyError,
+    CachedImages,
+    CacheMismatchError,
+    extract_to_cache,
+    key_filename,
+    open_cache,
+)
 from olas_utils.similarity.images import to_image
-from olas_utils.similarity.manifest import CacheMismatchError
 from olas_utils.data.corpus import build_chunks, corpus_hash
 
 KEYS = ["ola:1", "ola:2", "ola:3", "rollout", "layer:0", "layer:-1"]
@@ -201,7 +205,7 @@ _CHILD = textwrap.dedent("""
     import os, signal, sys, time
     sys.path.insert(0, {tests!r})
     from test_cache import tiny
-    from olas_utils.similarity import cache
+    from olas_utils.similarity.imagecache import write as cache
     from olas_utils.data.corpus import build_chunks
     mode, root = sys.argv[1], sys.argv[2]
     orig, calls = cache.to_image, [0]

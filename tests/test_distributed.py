@@ -8,9 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from olas_utils.similarity.cache import extract_to_cache
-from olas_utils.similarity.cache_reader import open_cache
-from olas_utils.similarity.shards import merge_shards, shard_root
+from olas_utils.similarity.imagecache import extract_to_cache, merge_shards, open_cache, shard_root
 from olas_utils.data.corpus import build_chunks
 
 N_CHUNKS = 24
@@ -37,7 +35,7 @@ def test_two_cpu_processes_equal_single_process(tmp_path):
 
     # reference: one process, one thread (thread count can change float bits)
     code = ("import sys, torch; torch.set_num_threads(1);"
-            "from olas_utils.similarity.cache import extract_to_cache; from olas_utils.data.corpus import build_chunks;"
+            "from olas_utils.similarity.imagecache import extract_to_cache; from olas_utils.data.corpus import build_chunks;"
             f"extract_to_cache('minilm-l6', build_chunks(n_chunks={N_CHUNKS}, seed=0), cache_root=sys.argv[1],"
             " orders=[1, 2], baselines=['rollout'], protocol='paper', image_size=16, batch_size=4, seed=0, progress=False)")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "single")], env=one_thread_env(),

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from olas_utils.similarity import hit_at_k, retrieval_table, true_match_ranks
-from olas_utils.similarity.cache import cache_complete, extract_protocols, extract_to_cache
+from olas_utils.similarity.imagecache import cache_complete, extract_protocols, extract_to_cache
 from olas_utils.similarity.images import to_image
 
 KEYS = ["ola:1", "ola:2", "rollout"]

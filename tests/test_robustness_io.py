@@ -16,9 +16,7 @@ import pytest
 import torch
 
 from olas_utils.extract import OLAMaps, extract_ola
-from olas_utils.similarity import cache_folder
-from olas_utils.similarity.cache import extract_to_cache
-from olas_utils.similarity.cache_reader import open_cache
+from olas_utils.similarity.imagecache import extract_to_cache, folder as cache_folder, open_cache
 from olas_utils.ui.cli import main, read_sentences
 from olas_utils.data.corpus import build_chunks
 

@@ -93,7 +93,7 @@ def test_declared_bidirectional_but_causal_attention_is_refused():
 
 
 def test_bidirectional_folder_loads_as_encoder_and_cache_manifest_says_so(tmp_path):
-    from olas_utils.similarity.cache import extract_to_cache
+    from olas_utils.similarity.imagecache import extract_to_cache
     from olas_utils.similarity.images import to_image
     from olas_utils.zoo import load_model
 

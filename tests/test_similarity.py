@@ -130,13 +130,13 @@ def test_ssim_block_paths_match_torchmetrics(size, monkeypatch):
         assert (got.double() - ref).abs().max() <= 1e-5, (block, (got.double() - ref).abs().max())
     # a budget for ~15 images' tensors: keys in several groups, queries in several chunks
     calls = {True: 0, False: 0}
-    prepare = ssim._prepare
+    prepare = ssim.prepare_side
 
     def counting(*args, key_side, **kw):
         calls[key_side] += 1
         return prepare(*args, key_side=key_side, **kw)
 
-    monkeypatch.setattr(ssim, "_prepare", counting)
+    monkeypatch.setattr(ssim, "prepare_side", counting)
     per_image = 4 * ((h + 10) * w * 11 + 9 * h * w)
     got = ssim_matrix(q, k, max_block_bytes=15 * per_image)
     assert calls[True] >= 2 and calls[False] >= 2, calls

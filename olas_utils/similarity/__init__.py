@@ -11,13 +11,14 @@ Modules:
 - ``ssim``, ``ssim_kernels``: batched SSIM of all pairs (torchmetrics' definition);
 - ``retrieval``: Pearson matrix, true-match ranks, Hit@k, the retrieval table;
 - ``images``: one OLA map → a pre-processed ``S × S`` image (the protocols);
-- ``manifest``: what identifies a cache (settings, hashes, tokenizer, versions, differences);
-- ``cache_folder``: a cache folder on disk (file names, atomic writes, lock, creation);
-- ``cache``: resumable extraction into the cache (``extract_to_cache``);
-- ``cache_reader``: reading a cache (``CachedImages``, ``open_cache``);
-- ``shards``, ``distributed``: multi-process extraction (shards and their merge, ``accelerate``);
-- ``inputs``, ``augment``, ``resnet``, ``result``, ``classifier``, ``evaluation``: the visual
-  classifier (input images, augmentations, network, trained result, training, evaluation).
+- ``imagecache``: the image cache, one subpackage with a small interface — write or resume
+  a cache (``extract_protocols``, ``extract_to_cache``, ``cache_complete``), open, read and
+  verify it (``open_cache``, ``CachedImages``), merge the shards of a multi-process run
+  (``merge_shards``), its manifest helpers and errors;
+- ``distributed``: multi-process extraction with ``accelerate`` (shards, then their merge);
+- ``inputs``, ``resnet``, ``result``, ``classifier``, ``evaluation``: the visual classifier
+  (input images, network, trained result, training, evaluation); its training
+  augmentations are the core's :mod:`olas_utils.augment`.
 
 The retrieval functions below are re-exported here; everything else is imported from its
 module. Importing this package does no work.

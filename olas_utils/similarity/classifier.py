@@ -71,7 +71,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from olas_utils.augment import Augmentation, augment_batch
-from olas_utils.similarity.evaluation import _accuracy, _logits
+from olas_utils.similarity.evaluation import accuracy_and_loss, batched_logits
 from olas_utils.similarity.inputs import as_images, standardize
 from olas_utils.similarity.resnet import build_resnet18
 from olas_utils.similarity.result import ClassifierResult
@@ -266,7 +266,7 @@ def train_classifier(
         train_loss.append(tl)
         post = {}
         if sel_x is not None:
-            t1, _, ls = _accuracy(_logits(net, sel_x, dev), sel_y)
+            t1, _, ls = accuracy_and_loss(batched_logits(net, sel_x, dev), sel_y)
             sel_top1.append(t1)
             sel_loss.append(ls)
             key = (t1, -ls)
@@ -276,7 +276,7 @@ def train_classifier(
             if patience is not None and epoch - best["epoch"] >= patience:
                 post["stop"] = True
         for k, v in mon.items():
-            mon_top1[k].append(_accuracy(_logits(net, v, dev), labels)[0])
+            mon_top1[k].append(accuracy_and_loss(batched_logits(net, v, dev), labels)[0])
         return post
 
     desc = f"chunk classifier ({'+'.join(fit_names)}; select {selection})"

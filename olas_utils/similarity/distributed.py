@@ -2,7 +2,7 @@
 
 Every process loads the model on its own device, computes its share of the batches of the
 full plan into its own shard folder, and the main process merges the shards
-deterministically (:func:`olas_utils.similarity.shards.merge_shards`): the result equals a
+deterministically (:func:`olas_utils.similarity.imagecache.merge_shards`): the result equals a
 single-process run bit for bit on the same hardware and thread settings. Interrupted
 processes resume their shard when launched again.
 
@@ -10,9 +10,11 @@ processes resume their shard when launched again.
 
     # 2 CPU processes (on a machine without CUDA, or with OLAS_DEVICE=cpu; accelerate's own
     # --cpu flag would start a single process)
-    accelerate launch --multi_gpu --num_processes 2 -m olas_utils.similarity.distributed --model minilm-l6 --n-chunks 1000
+    accelerate launch --multi_gpu --num_processes 2 -m olas_utils.similarity.distributed \\
+        --model minilm-l6 --n-chunks 1000
     # all GPUs of one machine
-    accelerate launch --multi_gpu --num_processes 8 -m olas_utils.similarity.distributed --model qwen2.5-0.5b --protocol word
+    accelerate launch --multi_gpu --num_processes 8 -m olas_utils.similarity.distributed \\
+        --model qwen2.5-0.5b --protocol word
     # two machines (run on each, --machine_rank 0 / 1)
     accelerate launch --multi_gpu --num_machines 2 --machine_rank 0 --main_process_ip HOST \\
         --main_process_port 29500 --num_processes 16 -m olas_utils.similarity.distributed --model qwen2.5-0.5b
@@ -48,23 +50,22 @@ def extract_distributed(model: str, chunks: Sequence[Sequence[str]], *, progress
         model: zoo name, local folder or Hugging Face id (loaded on each process's device).
         chunks: the corpus (the same on every process).
         progress: progress bar (main process only).
-        **cache_kwargs: passed to :func:`olas_utils.similarity.cache.extract_to_cache` (orders,
+        **cache_kwargs: passed to :func:`olas_utils.similarity.imagecache.extract_to_cache` (orders,
             baselines, protocol, image_size, batch_size, seed, cache_root, ...).
 
     Returns:
-        The merged :class:`~olas_utils.similarity.cache_reader.CachedImages` (on every process, once merged).
+        The merged :class:`~olas_utils.similarity.imagecache.CachedImages` (on every process, once merged).
     """
     from accelerate import PartialState
 
-    from olas_utils.similarity.cache import extract_to_cache
-    from olas_utils.similarity.cache_reader import CachedImages
-    from olas_utils.similarity.shards import merge_shards
+    from olas_utils.similarity.imagecache import CachedImages, extract_to_cache, merge_shards, parse_shard_root
     from olas_utils.zoo import load_model
 
     state = PartialState(cpu=_use_cpu())
     lm = load_model(model, device=state.device)
     n, i = state.num_processes, state.process_index
-    shard = extract_to_cache(lm, chunks, shard=(i, n), progress=progress and state.is_local_main_process, **cache_kwargs)
+    shard = extract_to_cache(lm, chunks, shard=(i, n), progress=progress and state.is_local_main_process,
+                             **cache_kwargs)
     if n == 1:
         return shard
     state.wait_for_everyone()
@@ -73,16 +74,15 @@ def extract_distributed(model: str, chunks: Sequence[Sequence[str]], *, progress
         root = merged.root
     state.wait_for_everyone()
     if not state.is_main_process:
-        from olas_utils.similarity.shards import _SHARD_RE
-
-        root = shard.root.with_name(_SHARD_RE.match(shard.root.name)["name"])
+        root = parse_shard_root(shard.root)[0]
     return CachedImages(root)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry for ``accelerate launch -m olas_utils.similarity.distributed``; returns the
     exit code (0 success, 1 failure with a one-line message)."""
-    ap = argparse.ArgumentParser(prog="olas_utils.similarity.distributed", description="Sharded OLA image extraction (accelerate).")
+    ap = argparse.ArgumentParser(prog="olas_utils.similarity.distributed",
+                                 description="Sharded OLA image extraction (accelerate).")
     ap.add_argument("--model", required=True, help="zoo name, local folder or Hugging Face id")
     ap.add_argument("--corpus", default="conll2003", choices=["conll2003", "ewt"])
     ap.add_argument("--n-chunks", type=int, default=1000)
@@ -92,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--protocol", choices=["paper", "word"], default="paper")
     ap.add_argument("--image-size", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--cache-root", default=None, help="merged cache folder (default: per settings under the OLAS cache)")
+    ap.add_argument("--cache-root", default=None,
+                    help="merged cache folder (default: per settings under the OLAS cache)")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
     try:

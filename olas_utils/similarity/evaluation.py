@@ -19,7 +19,7 @@ from torch import nn
 from olas_utils.similarity.inputs import as_images, standardize
 from olas_utils.similarity.result import ClassifierResult
 
-__all__ = ["Accuracy", "predict_logits", "evaluate"]
+__all__ = ["Accuracy", "predict_logits", "evaluate", "batched_logits", "accuracy_and_loss"]
 
 
 _EVAL_BATCH = 256
@@ -41,7 +41,20 @@ class Accuracy(NamedTuple):
 
 
 @torch.no_grad()
-def _logits(net: nn.Module, x: torch.Tensor, device: torch.device, batch_size: int = _EVAL_BATCH) -> torch.Tensor:
+def batched_logits(net: nn.Module, x: torch.Tensor, device: torch.device,
+                   batch_size: int = _EVAL_BATCH) -> torch.Tensor:
+    """Logits of a network on clean images, ``batch_size`` at a time, in eval mode (its
+    train/eval mode is restored afterwards).
+
+    Args:
+        net: the classifier, on ``device``.
+        x: ``(n, C, S, S)`` images (standardised here, :func:`~olas_utils.similarity.inputs.standardize`).
+        device: where ``net`` is.
+        batch_size: images per forward pass.
+
+    Returns:
+        ``(n, n_classes)`` float32 CPU tensor.
+    """
     was_training = net.training
     net.eval()
     out = [net(standardize(x[i:i + batch_size]).to(device)).float().cpu() for i in range(0, x.shape[0], batch_size)]
@@ -49,7 +62,9 @@ def _logits(net: nn.Module, x: torch.Tensor, device: torch.device, batch_size: i
     return torch.cat(out)
 
 
-def _accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, float, float]:
+def accuracy_and_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, float, float]:
+    """``(top1, top5, cross-entropy loss)`` of ``(n, n_classes)`` logits against ``(n,)``
+    labels (top-5 among all classes when there are fewer than 5)."""
     top1 = (logits.argmax(1) == labels).float().mean().item()
     k = min(5, logits.shape[1])
     top5 = (logits.topk(k, dim=1).indices == labels[:, None]).any(1).float().mean().item()
@@ -93,7 +108,7 @@ def predict_logits(
     x = _check_eval_images(result, images)
     dev = resolve_device(device)
     net = result.build_model(dev)
-    return _logits(net, x, dev, batch_size)
+    return batched_logits(net, x, dev, batch_size)
 
 
 def evaluate(
@@ -127,5 +142,5 @@ def evaluate(
         raise ValueError(f"{y.numel()} labels for {n} images")
     if y.numel() and (y.min() < 0 or y.max() >= result.n_classes):
         raise ValueError(f"labels must be in 0..{result.n_classes - 1}")
-    top1, top5, _ = _accuracy(logits, y)
+    top1, top5, _ = accuracy_and_loss(logits, y)
     return Accuracy(top1=top1, top5=top5, n=n)

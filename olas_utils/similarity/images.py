@@ -5,7 +5,7 @@
 character invalidates every existing cache).
 
 Protocols (images are ``image_size × image_size`` float32), all made from **one** forward
-pass per model (:func:`~olas_utils.similarity.cache.extract_protocols`):
+pass per model (:func:`~olas_utils.similarity.imagecache.extract_protocols`):
 
 ``"released"`` the authors' released retrieval/classifier pre-processing, reproduced so our
              numbers can be set beside the paper's (``docs/method.md#released-code``): subword level

@@ -18,7 +18,21 @@ from tqdm.auto import tqdm
 
 from olas_utils.similarity.ssim import ArrayLike, ssim_matrix
 
-__all__ = ["pearson_matrix", "true_match_ranks", "hit_at_k", "retrieval_table"]
+__all__ = ["METRICS", "check_metric", "pearson_matrix", "true_match_ranks", "hit_at_k", "retrieval_table"]
+
+
+#: Image similarities of :func:`retrieval_table`: ``"ssim"`` (the paper's) and ``"pearson"``.
+METRICS = ("ssim", "pearson")
+
+
+def check_metric(metric: str) -> None:
+    """Refuse a similarity :func:`retrieval_table` does not know (before any work is done).
+
+    Raises:
+        ValueError: ``metric`` is not one of :data:`METRICS`.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"metric must be 'ssim' or 'pearson', got {metric!r}")
 
 
 @torch.no_grad()
@@ -146,8 +160,7 @@ def retrieval_table(
         ValueError: fewer than two models, different numbers of images or image shapes,
             or an unknown metric.
     """
-    if metric not in ("ssim", "pearson"):
-        raise ValueError(f"metric must be 'ssim' or 'pearson', got {metric!r}")
+    check_metric(metric)
     names = list(images_by_model)
     if len(names) < 2:
         raise ValueError(f"need at least two models, got {names}")

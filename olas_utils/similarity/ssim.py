@@ -21,10 +21,10 @@ import torch
 from tqdm.auto import tqdm
 
 from olas_utils.similarity.ssim_kernels import (
-    _band,
-    _block_views,
-    _pair_block,
-    _prepare,
+    band_matrix,
+    block_views,
+    pair_block,
+    prepare_side,
 )
 
 __all__ = ["gaussian_window", "ssim_matrix"]
@@ -270,7 +270,7 @@ def _ssim_blocks(q: torch.Tensor, k: torch.Tensor, windows: tuple[torch.Tensor, 
 
     strips = [(c0, min(c0 + cw, w)) for c0 in range(0, w, cw)]
     groups = [(a0, min(a0 + m, h)) for a0 in range(0, h, m)]
-    band2 = 2 * _band(gv, h)  # the factor 2 of 2σ_qk (exact)
+    band2 = 2 * band_matrix(gv, h)  # the factor 2 of 2σ_qk (exact)
     bands = [(band2[a0:a1, a0 : a1 + wh - 1].contiguous(), a0) for a0, a1 in groups]
     size = cw * bq * bk
     scratch = {"flat": [torch.empty(n * size, dtype=q.dtype, device=q.device) for n in (hp, m, m, m, m, m)],
@@ -280,21 +280,21 @@ def _ssim_blocks(q: torch.Tensor, k: torch.Tensor, windows: tuple[torch.Tensor, 
     bar = tqdm(total=-(-nq // bq) * -(-nk // nks), desc="SSIM", disable=not progress, unit="block")
     for ks0 in range(0, nk, nks):
         ke0 = min(ks0 + nks, nk)
-        side_k = _prepare(k[ks0:ke0], c1k[ks0:ke0], c2k[ks0:ke0], gv, gh, strips, key_side=True)
-        views_k = [_block_views(side_k, slice(ks - ks0, min(ks + bk, ke0) - ks0), groups, True)
+        side_k = prepare_side(k[ks0:ke0], c1k[ks0:ke0], c2k[ks0:ke0], gv, gh, strips, key_side=True)
+        views_k = [block_views(side_k, slice(ks - ks0, min(ks + bk, ke0) - ks0), groups, True)
                    for ks in range(ks0, ke0, bk)]
         for qs0 in range(0, nq, nqc):
             qe0 = min(qs0 + nqc, nq)
-            side_q = _prepare(q[qs0:qe0], c1q[qs0:qe0], c2q[qs0:qe0], gv, gh, strips, key_side=False)
+            side_q = prepare_side(q[qs0:qe0], c1q[qs0:qe0], c2q[qs0:qe0], gv, gh, strips, key_side=False)
             for qs in range(qs0, qe0, bq):
                 qe = min(qs + bq, qe0)
-                views_q = _block_views(side_q, slice(qs - qs0, qe - qs0), groups, False)
+                views_q = block_views(side_q, slice(qs - qs0, qe - qs0), groups, False)
                 for ks, vk in zip(range(ks0, ke0, bk), views_k):
                     ke = min(ks + bk, ke0)
                     # C from the queries (all their ranges >= the keys'), from the keys, or mixed
                     mode = "q" if rq_list[qs] >= rk_list[ke - 1] else ("k" if rq_list[qe - 1] <= rk_list[ks] else "mix")
                     rng = torch.maximum(rq[qs:qe, None], rk[None, ks:ke])
-                    acc = _pair_block(views_q, vk, mode, torch.pow(k1 * rng, 2), torch.pow(k2 * rng, 2), bands, hp,
+                    acc = pair_block(views_q, vk, mode, torch.pow(k1 * rng, 2), torch.pow(k2 * rng, 2), bands, hp,
                                       scratch)
                     out[qs:qe, ks:ke] = acc / npix
                 bar.update(1)

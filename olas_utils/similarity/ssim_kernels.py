@@ -1,10 +1,10 @@
 """The inner kernels of :func:`olas_utils.similarity.ssim.ssim_matrix`: per-image filtering
 and the summed SSIM map of one block of (query, key) pairs.
 
-``_band`` writes a valid 1-D correlation as a banded matrix, ``_prepare`` filters each
-image once (means, variances, horizontal windows), ``_block_views`` cuts one block of
-images out of that, and ``_pair_block`` sums the SSIM map of every pair of a block (the
-algorithm is described in ``ssim_matrix``'s docstring).
+:func:`band_matrix` writes a valid 1-D correlation as a banded matrix, :func:`prepare_side`
+filters each image once (means, variances, horizontal windows), :func:`block_views` cuts one
+block of images out of that, and :func:`pair_block` sums the SSIM map of every pair of a
+block (the algorithm is described in ``ssim_matrix``'s docstring).
 
 Importing this module does no work.
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = []
+__all__ = ["band_matrix", "prepare_side", "block_views", "pair_block"]
 
 
-def _band(g: torch.Tensor, n_out: int) -> torch.Tensor:
+def band_matrix(g: torch.Tensor, n_out: int) -> torch.Tensor:
     """``(n_out, n_out + len(g) - 1)`` matrix whose row ``a`` holds ``g`` at columns ``a … a+len(g)-1``:
     a valid (cross-)correlation with ``g`` as a matrix product."""
     m = torch.zeros(n_out, n_out + len(g) - 1, dtype=g.dtype, device=g.device)
@@ -26,8 +26,8 @@ def _band(g: torch.Tensor, n_out: int) -> torch.Tensor:
     return m
 
 
-def _prepare(x: torch.Tensor, c1: torch.Tensor, c2: torch.Tensor, gv: torch.Tensor, gh: torch.Tensor,
-             strips: list[tuple[int, int]], key_side: bool) -> list[tuple]:
+def prepare_side(x: torch.Tensor, c1: torch.Tensor, c2: torch.Tensor, gv: torch.Tensor, gh: torch.Tensor,
+                 strips: list[tuple[int, int]], key_side: bool) -> list[tuple]:
     """Everything :func:`~olas_utils.similarity.ssim.ssim_matrix` needs of one side, per (channel, column strip).
 
     For images ``x`` (N, C, H, W) with their own constants ``c1``, ``c2`` (N,), returns for
@@ -48,8 +48,8 @@ def _prepare(x: torch.Tensor, c1: torch.Tensor, c2: torch.Tensor, gv: torch.Tens
     ph, pw = (wh - 1) // 2, (ww - 1) // 2
     hp = h + 2 * ph
     xt = F.pad(x, (pw, pw, ph, ph), mode="reflect").permute(1, 2, 3, 0).contiguous()  # (C, Hp, Wp, N)
-    both = torch.matmul(_band(gh, w), torch.stack([xt, xt * xt]))  # horizontal filter, (2, C, Hp, W, N)
-    both = torch.matmul(_band(gv, h), both.reshape(2 * ch, hp, -1)).reshape(2, ch, h, w, n)  # vertical
+    both = torch.matmul(band_matrix(gh, w), torch.stack([xt, xt * xt]))  # horizontal filter, (2, C, Hp, W, N)
+    both = torch.matmul(band_matrix(gv, h), both.reshape(2 * ch, hp, -1)).reshape(2, ch, h, w, n)  # vertical
     mu, e2 = both[0], both[1]
     a = mu * mu
     s = torch.clamp(e2 - a, min=0.0)
@@ -72,8 +72,8 @@ def _prepare(x: torch.Tensor, c1: torch.Tensor, c2: torch.Tensor, gv: torch.Tens
     return out
 
 
-def _block_views(side: list[tuple], sl: slice, groups: list[tuple[int, int]], key_side: bool) -> list[tuple]:
-    """Views of a block of images (columns ``sl`` of a :func:`_prepare` output), per strip:
+def block_views(side: list[tuple], sl: slice, groups: list[tuple[int, int]], key_side: bool) -> list[tuple]:
+    """Views of a block of images (columns ``sl`` of a :func:`prepare_side` output), per strip:
     ``(patches, [per row group: (μ, plain, own, a, s)])``, each shaped to broadcast queries
     along dim 1 and keys along dim 2 of a ``(pixels, queries, keys)`` block."""
     out = []
@@ -92,11 +92,11 @@ def _block_views(side: list[tuple], sl: slice, groups: list[tuple[int, int]], ke
     return out
 
 
-def _pair_block(views_q: list[tuple], views_k: list[tuple], mode: str, c1: torch.Tensor, c2: torch.Tensor,
-                bands: list[tuple[torch.Tensor, int]], hp: int, scratch: dict) -> torch.Tensor:
+def pair_block(views_q: list[tuple], views_k: list[tuple], mode: str, c1: torch.Tensor, c2: torch.Tensor,
+               bands: list[tuple[torch.Tensor, int]], hp: int, scratch: dict) -> torch.Tensor:
     """Sum over channels and pixels of the SSIM map of a block of pairs, ``(bq, bk)``.
 
-    ``views_q``, ``views_k``: :func:`_block_views` of the block's queries and keys.
+    ``views_q``, ``views_k``: :func:`block_views` of the block's queries and keys.
     ``mode``: where C1, C2 (``(bq, bk)``, passed either way) come from — ``"q"`` (every
     pair's data range is the query's), ``"k"`` (the key's) or ``"mix"``. ``bands``: per
     row group, (2 × vertical window as a banded matrix, first padded row). ``scratch``:

@@ -103,10 +103,10 @@ def extract_images(
     """Extract (or reuse from the cache) OLA images of every model, protocol and control.
 
     Each model is loaded once and runs **one forward pass per batch for all protocols and
-    keys** (:func:`olas_utils.similarity.cache.extract_protocols`); so does each control copy
+    keys** (:func:`olas_utils.similarity.imagecache.extract_protocols`); so does each control copy
     (:data:`olas_utils.zoo.controls.CONTROLS`: ``"uniform"`` runs no forward pass at all,
     ``"random"`` and ``"shuffled"`` are built with the fixed ``seed``). A control copy is
-    built only when its caches are incomplete (:func:`~olas_utils.similarity.cache.cache_complete`
+    built only when its caches are incomplete (:func:`~olas_utils.similarity.imagecache.cache_complete`
     on its :func:`~olas_utils.zoo.controls.control_identity`). Caches are resumable and
     settings-checked.
 
@@ -119,7 +119,7 @@ def extract_images(
             every control.
         controls: some of ``"uniform"``, ``"random"``, ``"shuffled"``.
         batch_size, seed, device, progress, cache_dir: see
-            :func:`~olas_utils.similarity.cache.extract_protocols`.
+            :func:`~olas_utils.similarity.imagecache.extract_protocols`.
 
     Returns:
         An :class:`ImageSet`.
@@ -127,7 +127,7 @@ def extract_images(
     Raises:
         ValueError: on an unknown control or protocol.
     """
-    from olas_utils.similarity.cache import cache_complete, extract_protocols
+    from olas_utils.similarity.imagecache import cache_complete, extract_protocols
     from olas_utils.zoo import load_model
     from olas_utils.zoo.controls import CONTROLS, control_identity
 

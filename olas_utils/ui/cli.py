@@ -143,10 +143,14 @@ def similarity_table(
 
     Each model is loaded once (:func:`olas_utils.zoo.load_model`) and released; its maps
     (:func:`olas_utils.extract.extract_ola`) become ``image_size × image_size`` images with
-    the notebook-02 pre-processing (:func:`olas_utils.similarity.images.to_image`: sinks zeroed, rows
-    renormalised, causal maps symmetrised, bilinear resize), and every ordered model pair
-    is scored by :func:`olas_utils.similarity.retrieval_table`: image *i* of the target
-    queries all images of the source, a hit is the source's image *i* in the top *k*.
+    notebook 02's pre-processing — its ``"paper"`` protocol at subword level, ``"word"`` at
+    word level (:func:`olas_utils.similarity.images.to_image`: sinks zeroed, rows
+    renormalised, causal maps symmetrised, bilinear resize) — and every ordered model pair
+    is scored by notebook 02's retrieval, :func:`olas_utils.similarity.retrieval_table`
+    with the protocol's tie rule (:data:`olas_utils.similarity.images.TIES`): image *i* of
+    the target queries all images of the source, a hit is the source's image *i* in the
+    top *k*. Unlike notebook 02, nothing is cached and models of different families are
+    compared too.
 
     Args:
         models: two or more zoo names / folders / Hugging Face ids.
@@ -176,9 +180,9 @@ def similarity_table(
     import torch
     from tqdm.auto import tqdm
 
-    from olas_utils.similarity.images import to_image
     from olas_utils.extract import extract_ola
-    from olas_utils.similarity import retrieval_table
+    from olas_utils.similarity.images import TIES, to_image
+    from olas_utils.similarity.retrieval import check_metric, retrieval_table
     from olas_utils.zoo import load_model
 
     models = list(models)
@@ -186,12 +190,13 @@ def similarity_table(
         raise ValueError(f"need two or more different models, got {models}")
     if len(sentences) < 2:
         raise ValueError(f"retrieval needs at least 2 sentences, got {len(sentences)}")
-    if metric not in ("ssim", "pearson"):
-        raise ValueError(f"metric must be 'ssim' or 'pearson', got {metric!r}")
+    check_metric(metric)  # before any model is loaded
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
     if image_size < 1 or (metric == "ssim" and image_size < 6):
-        raise ValueError(f"image size {image_size} is too small" + (" for SSIM's 11x11 window (use >= 6)" if metric == "ssim" else ""))
+        raise ValueError(f"image size {image_size} is too small"
+                         + (" for SSIM's 11x11 window (use >= 6)" if metric == "ssim" else ""))
+    protocol = "word" if level == "word" else "paper"  # notebook 02's protocol at this level
     keys = [f"ola:{int(k)}" for k in orders]
     images: dict[str, dict[str, np.ndarray]] = {k: {} for k in keys}
     families: dict[str, str] = {}
@@ -202,13 +207,13 @@ def similarity_table(
                            pooling=pooling)
         families[name] = "causal" if maps.is_causal else "encoder"  # as the maps were made (checked on them)
         for key in keys:
-            images[key][name] = torch.stack(
-                [to_image(m, causal=maps.is_causal, image_size=image_size) for m in maps[key]]).numpy()
+            images[key][name] = torch.stack([to_image(m, causal=maps.is_causal, image_size=image_size,
+                                                      protocol=protocol) for m in maps[key]]).numpy()
         del lm, maps
         gc.collect()
     rows = []
     for key in keys:
-        for r in retrieval_table(images[key], metric=metric, ks=(1, 5), progress=progress):
+        for r in retrieval_table(images[key], metric=metric, ks=(1, 5), ties=TIES[protocol], progress=progress):
             rows.append({"key": key, "level": level, "metric": metric, "target": r["target"], "source": r["source"],
                          "target_family": families[r["target"]], "source_family": families[r["source"]],
                          "n": r["n"], "hit@1": r["hit@1"], "hit@5": r["hit@5"], "chance@1": 1.0 / r["n"]})

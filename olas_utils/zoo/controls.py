@@ -278,7 +278,7 @@ def control_identity(loaded, control: str, seed: int = 0):
     """What a control copy *would* be called and fingerprinted, without building it.
 
     The result shares ``loaded``'s model object, so it must only be used to look a cache
-    up (:func:`olas_utils.similarity.cache.cache_complete`), never to extract: that lets
+    up (:func:`olas_utils.similarity.imagecache.cache_complete`), never to extract: that lets
     the notebooks skip building a copy (seconds and a model's worth of memory) when its
     caches are complete.
 

@@ -6,19 +6,23 @@ batch — **one forward pass per batch serves every protocol and key** (subword 
 sentence's maps into fixed-size images with each protocol's pre-processing
 (:func:`to_image`), and stores them on disk, one cache folder per protocol, memory-mappable,
 committing progress after every batch. :func:`extract_to_cache` is the one-protocol form
-(with a chosen ``cache_root``); :func:`cache_complete` tells whether every cache of a model
-is done without running it. A run killed at any point (exception, Ctrl-C, ``SIGKILL``)
-resumes from its last committed batch and ends with arrays bit-for-bit identical to an
-uninterrupted run (same machine, same software, same thread settings).
+(with a chosen ``cache_root``); :func:`~olas_utils.similarity.imagecache.plan.cache_complete`
+tells whether every cache of a model is done without running it. A run killed at any point
+(exception, Ctrl-C, ``SIGKILL``) resumes from its last committed batch and ends with arrays
+bit-for-bit identical to an uninterrupted run (same machine, same software, same thread
+settings).
 
 The protocols and the pre-processing are described in :mod:`olas_utils.similarity.images`,
-the folder layout in :mod:`olas_utils.similarity.cache_folder`, the manifest in
-:mod:`olas_utils.similarity.manifest`; reading is :mod:`olas_utils.similarity.cache_reader`,
-multi-process shards :mod:`olas_utils.similarity.shards`.
+the folder layout in :mod:`olas_utils.similarity.imagecache.folder`, the manifest in
+:mod:`olas_utils.similarity.imagecache.manifest`, what a run will write in
+:mod:`olas_utils.similarity.imagecache.plan`; reading is
+:mod:`olas_utils.similarity.imagecache.read`, multi-process shards
+:mod:`olas_utils.similarity.imagecache.shards`.
 
 Commit protocol per batch: write the batch's rows into the memory maps, ``flush`` them
-(``msync``), then replace ``progress.json`` atomically (write a temporary file, ``fsync``,
-:func:`os.replace`). Rows written after the last commit are simply recomputed on resume.
+(``msync``), then replace ``progress.json`` atomically (:func:`olas_utils.atomic.write_json_atomic`:
+a temporary file, ``fsync``, :func:`os.replace`). Rows written after the last commit are simply
+recomputed on resume.
 
 Importing this module does no work.
 """
@@ -35,27 +39,27 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from olas_utils.similarity.cache_reader import CachedImages
-from olas_utils.similarity.cache_folder import (
-    _LENGTHS,
-    _MANIFEST,
-    _PROGRESS,
-    CacheCorruptError,
-    _clear,
-    _init,
-    _io,
-    _locked,
-    _read_json,
-    _write_json_atomic,
-    file_checksums,
-    key_filename,
-    verify_files,
-)
-from olas_utils.similarity.cache_plan import _check_settings, _keys, _loaded, _Target, _targets, cache_complete
 from olas_utils.similarity.images import PROTOCOLS, to_image
-from olas_utils.similarity.manifest import CacheMismatchError, _diff, _short
+from olas_utils.similarity.imagecache.folder import (
+    LENGTHS,
+    MANIFEST,
+    PROGRESS,
+    CacheCorruptError,
+    clear_folder,
+    file_checksums,
+    init_folder,
+    io_errors,
+    key_filename,
+    locked,
+    read_json,
+    verify_files,
+    write_json,
+)
+from olas_utils.similarity.imagecache.manifest import manifest_diff, mismatch_error
+from olas_utils.similarity.imagecache.plan import Target, check_settings, loaded_model, plan_targets, validate_keys
+from olas_utils.similarity.imagecache.read import CachedImages
 
-__all__ = ["extract_to_cache", "extract_protocols", "cache_complete"]
+__all__ = ["extract_to_cache", "extract_protocols"]
 
 
 def extract_protocols(
@@ -88,8 +92,8 @@ def extract_protocols(
     neutral pooling). Each protocol has its own folder, manifest and progress: after each
     batch the rows are flushed and the progress committed atomically; a protocol whose cache
     is further along simply skips the batches it has. Protocols, pre-processing, files and
-    manifest: :mod:`~olas_utils.similarity.images`, :mod:`~olas_utils.similarity.cache_folder`,
-    :mod:`~olas_utils.similarity.manifest`.
+    manifest: :mod:`~olas_utils.similarity.images`, :mod:`~olas_utils.similarity.imagecache.folder`,
+    :mod:`~olas_utils.similarity.imagecache.manifest`.
 
     Args:
         model_name_or_loaded: a zoo name / folder / Hugging Face id (loaded with
@@ -109,13 +113,14 @@ def extract_protocols(
         overwrite: delete any existing cache in these folders and rebuild from scratch.
         device: device for loading a model by name (``load_model(device=...)``).
         cache_dir: OLAS cache folder; each protocol's cache is
-            ``<cache>/ola/<model>/<protocol>-<settings hash>`` (:func:`default_cache_root`).
+            ``<cache>/ola/<model>/<protocol>-<settings hash>``
+            (:func:`~olas_utils.similarity.imagecache.default_cache_root`).
         on_batch: called as ``on_batch(batches_done, n_batches)`` after each committed batch
             (an exception raised there stops the run; the caches stay resumable).
         shard: ``(index, count)`` for multi-process extraction: this process computes only
             the batches ``b`` of the full plan with ``b % count == index`` (the very same
             batches as a single-process run) into its own shard folders
-            ``<root>.shard-III-of-NNN``; :func:`~olas_utils.similarity.shards.merge_shards`
+            ``<root>.shard-III-of-NNN``; :func:`~olas_utils.similarity.imagecache.merge_shards`
             then assembles each cache. ``None`` or ``(0, 1)``: no sharding.
         cache_root: one protocol only: its folder instead of the default.
 
@@ -141,20 +146,20 @@ def extract_protocols(
     protocols = list(protocols)
     if cache_root is not None and len(protocols) != 1:
         raise ValueError("cache_root names one folder: give exactly one protocol with it (or use cache_dir)")
-    chunks = _check_settings(image_size, batch_size, chunks)
-    orders, rollout, layers, keys = _keys(orders, baselines)
-    lm = _loaded(model_name_or_loaded, device)
-    targets = _targets(lm, chunks, protocols, orders=orders, layers=layers, keys=keys, image_size=image_size,
-                       batch_size=batch_size, seed=seed, cache_dir=cache_dir, cache_root=cache_root, shard=shard)
+    chunks = check_settings(image_size, batch_size, chunks)
+    orders, rollout, layers, keys = validate_keys(orders, baselines)
+    lm = loaded_model(model_name_or_loaded, device)
+    targets = plan_targets(lm, chunks, protocols, orders=orders, layers=layers, keys=keys, image_size=image_size,
+                           batch_size=batch_size, seed=seed, cache_dir=cache_dir, cache_root=cache_root, shard=shard)
     try:
         with contextlib.ExitStack() as stack:
             states = {}
             for t in targets:
-                with _io(t.root, "create the cache folder"):
+                with io_errors(t.root, "create the cache folder"):
                     t.root.mkdir(parents=True, exist_ok=True)
-                stack.enter_context(_locked(t.root))
+                stack.enter_context(locked(t.root))
                 _prepare_folder(t.root, t.manifest, t.plan, keys, image_size, overwrite)
-                states[t.protocol] = _read_json(t.root / _PROGRESS)
+                states[t.protocol] = read_json(t.root / PROGRESS)
             todo = [t for t in targets if int(states[t.protocol]["batches_done"]) < len(t.plan)]
             if todo:
                 _run(todo, states, lm, chunks, keys=keys, orders=orders, rollout=rollout, layers=layers,
@@ -170,35 +175,30 @@ def _prepare_folder(root: Path, manifest: dict, plan, keys, image_size: int, ove
     """Make ``root`` hold a cache for ``manifest`` that is intact so far: refuse other
     settings or damaged files (unless ``overwrite``, which clears any of them), create it
     if absent."""
-    mpath = root / _MANIFEST
+    mpath = root / MANIFEST
     if mpath.is_file() and overwrite:
         try:
-            stored_keys = _read_json(mpath).get("keys")
+            stored_keys = read_json(mpath).get("keys")
         except (CacheCorruptError, AttributeError):
             stored_keys = None
-        _clear(root, stored_keys)
+        clear_folder(root, stored_keys)
     elif mpath.is_file():
-        stored = _read_json(mpath)
-        diff = _diff(stored, manifest) if isinstance(stored, dict) else {"manifest": (stored, "a dict")}
+        stored = read_json(mpath)
+        diff = manifest_diff(stored, manifest) if isinstance(stored, dict) else {"manifest": (stored, "a dict")}
         if diff:
-            lines = "\n".join(f"  {k}: cache has {_short(a)}, asked for {_short(b)}" for k, (a, b) in diff.items())
-            raise CacheMismatchError(
-                f"the OLAS image cache {root} was made with different settings ({', '.join(diff)}):\n{lines}\n"
-                f"It is never reused silently. Use another cache_root (or leave cache_root=None for a "
-                f"folder per settings), or pass overwrite=True to delete it and rebuild.",
-                path=root, fields=diff)
-        state = _read_json(root / _PROGRESS)
+            raise mismatch_error(root, diff)
+        state = read_json(root / PROGRESS)
         n = manifest["n_chunks"]
-        shapes = {key_filename(k): (n, image_size, image_size) for k in keys} | {_LENGTHS: (n,)}
+        shapes = {key_filename(k): (n, image_size, image_size) for k in keys} | {LENGTHS: (n,)}
         if not state.get("complete"):  # a damaged cache is refused, never resumed; a complete one is
             verify_files(root, None, shapes)  # checked against its checksums by CachedImages on return
     if not mpath.is_file():
-        _init(root, manifest, plan, keys, image_size)
+        init_folder(root, manifest, plan, keys, image_size)
 
 
 def _reuse_read_only(root: Path, manifest: dict, error: OSError) -> CachedImages:
     """A complete, intact cache with these settings in a folder OLAS cannot write to."""
-    if (root / _MANIFEST).is_file() and not _diff(_read_json(root / _MANIFEST), manifest):
+    if (root / MANIFEST).is_file() and not manifest_diff(read_json(root / MANIFEST), manifest):
         cached = CachedImages(root)  # checks sizes and checksums
         if cached.complete:
             return cached
@@ -248,7 +248,7 @@ def extract_to_cache(
                              cache_root=cache_root)[protocol]
 
 
-def _run(targets: list[_Target], states: dict, lm, chunks, *, keys, orders, rollout, layers, image_size,
+def _run(targets: list[Target], states: dict, lm, chunks, *, keys, orders, rollout, layers, image_size,
          progress, on_batch) -> None:
     from tqdm.auto import tqdm
 
@@ -267,10 +267,10 @@ def _run(targets: list[_Target], states: dict, lm, chunks, *, keys, orders, roll
             mms[t.protocol] = {}
             for key in keys:
                 path = t.root / key_filename(key)
-                with _io(path, "open"):
+                with io_errors(path, "open"):
                     mms[t.protocol][key] = np.lib.format.open_memmap(path, mode="r+")
-            with _io(t.root / _LENGTHS, "open"):
-                lengths[t.protocol] = np.lib.format.open_memmap(t.root / _LENGTHS, mode="r+")
+            with io_errors(t.root / LENGTHS, "open"):
+                lengths[t.protocol] = np.lib.format.open_memmap(t.root / LENGTHS, mode="r+")
         names = "+".join(t.protocol for t in targets)
         bar = tqdm(total=n_batches, initial=start, desc=f"OLA images {lm.name} ({names})", unit="batch",
                    disable=not progress)
@@ -298,7 +298,7 @@ def _run(targets: list[_Target], states: dict, lm, chunks, *, keys, orders, roll
         lengths.clear()
 
 
-def _commit(t: _Target, b, idx, maps, mms, lengths, keys, image_size, states, dev) -> None:
+def _commit(t: Target, b, idx, maps, mms, lengths, keys, image_size, states, dev) -> None:
     """Write one batch's images into a protocol's cache and commit its progress."""
     for key in keys:
         mm = mms[key]
@@ -307,9 +307,9 @@ def _commit(t: _Target, b, idx, maps, mms, lengths, keys, image_size, states, de
     for j, i in enumerate(idx):
         lengths[i] = maps[keys[0]][j].shape[-1]
     for key, mm in mms.items():
-        with _io(t.root / key_filename(key), "write"):
+        with io_errors(t.root / key_filename(key), "write"):
             mm.flush()
-    with _io(t.root / _LENGTHS, "write"):
+    with io_errors(t.root / LENGTHS, "write"):
         lengths.flush()
     state = states[t.protocol]
     devices = list(state.get("devices", []))
@@ -319,5 +319,5 @@ def _commit(t: _Target, b, idx, maps, mms, lengths, keys, image_size, states, de
     state.update({"batches_done": b + 1, "n_batches": len(t.plan), "devices": devices, "updated": time.time(),
                   "chunks_done": int(state.get("chunks_done", 0)) + len(idx), "complete": last})
     if last:  # sizes and SHA-256 of every array, checked when the cache is opened
-        state["files"] = file_checksums(t.root, [key_filename(k) for k in keys] + [_LENGTHS])
-    _write_json_atomic(t.root / _PROGRESS, state)
+        state["files"] = file_checksums(t.root, [key_filename(k) for k in keys] + [LENGTHS])
+    write_json(t.root / PROGRESS, state)

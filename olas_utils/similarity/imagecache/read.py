@@ -1,7 +1,8 @@
-"""Reading a cache folder: :class:`CachedImages` (read-only memory maps) and :func:`open_cache`.
+"""Reading a cache folder: :class:`CachedImages` (read-only memory maps, checked on open)
+and :func:`open_cache`.
 
-The folder layout is described in :mod:`olas_utils.similarity.cache_folder`, the manifest in
-:mod:`olas_utils.similarity.manifest`.
+The folder layout is described in :mod:`olas_utils.similarity.imagecache.folder`, the
+manifest in :mod:`olas_utils.similarity.imagecache.manifest`.
 
 Importing this module does no work.
 """
@@ -14,14 +15,14 @@ from typing import Sequence
 
 import numpy as np
 
-from olas_utils.similarity.cache_folder import (
-    _LENGTHS,
-    _MANIFEST,
-    _PLAN,
-    _PROGRESS,
+from olas_utils.similarity.imagecache.folder import (
     FORMAT_VERSION,
-    _read_json,
+    LENGTHS,
+    MANIFEST,
+    PLAN,
+    PROGRESS,
     key_filename,
+    read_json,
     verify_files,
 )
 
@@ -29,12 +30,13 @@ __all__ = ["CachedImages", "open_cache"]
 
 
 class CachedImages:
-    """A cache folder written by :func:`~olas_utils.similarity.cache.extract_to_cache` (read-only view).
+    """A cache folder written by :func:`~olas_utils.similarity.imagecache.extract_to_cache`
+    (read-only view).
 
     Opening a complete cache checks every array against the size and SHA-256 recorded when
-    it was completed (:func:`~olas_utils.similarity.cache_folder.verify_files`); a missing,
+    it was completed (:func:`~olas_utils.similarity.imagecache.verify_files`); a missing,
     truncated, zeroed or otherwise changed array, or a damaged JSON file, raises
-    :class:`~olas_utils.similarity.cache_folder.CacheCorruptError` naming the file.
+    :class:`~olas_utils.similarity.imagecache.CacheCorruptError` naming the file.
 
     Attributes:
         root: the folder.
@@ -46,12 +48,13 @@ class CachedImages:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
-        mpath = self.root / _MANIFEST
+        mpath = self.root / MANIFEST
         if not mpath.is_file():
-            raise FileNotFoundError(f"{self.root} is not an OLAS image cache (no {_MANIFEST})")
-        self.manifest: dict = _read_json(mpath)
+            raise FileNotFoundError(f"{self.root} is not an OLAS image cache (no {MANIFEST})")
+        self.manifest: dict = read_json(mpath)
         if self.manifest.get("format") != FORMAT_VERSION:
-            raise ValueError(f"{self.root}: cache format {self.manifest.get('format')!r}, this OLAS reads {FORMAT_VERSION}")
+            raise ValueError(f"{self.root}: cache format {self.manifest.get('format')!r}, "
+                             f"this OLAS reads {FORMAT_VERSION}")
         self.keys: list[str] = list(self.manifest["keys"])
         self.n_chunks: int = int(self.manifest["n_chunks"])
         self.image_size: int = int(self.manifest["image_size"])
@@ -60,7 +63,7 @@ class CachedImages:
     def array_shapes(self) -> dict[str, tuple[int, ...]]:
         """``{file name: shape}`` of the cache's arrays (one per key, and the lengths)."""
         shapes = {key_filename(k): (self.n_chunks, self.image_size, self.image_size) for k in self.keys}
-        return {**shapes, _LENGTHS: (self.n_chunks,)}
+        return {**shapes, LENGTHS: (self.n_chunks,)}
 
     def verify(self) -> None:
         """Check the arrays: a complete cache against the sizes and SHA-256 recorded at
@@ -81,7 +84,7 @@ class CachedImages:
     @property
     def progress(self) -> dict:
         """The parsed ``progress.json`` (read afresh)."""
-        return _read_json(self.root / _PROGRESS)
+        return read_json(self.root / PROGRESS)
 
     @property
     def complete(self) -> bool:
@@ -91,7 +94,7 @@ class CachedImages:
     @property
     def plan(self) -> list[list[int]]:
         """The batches (chunk indices) in processing order."""
-        return _read_json(self.root / _PLAN)
+        return read_json(self.root / PLAN)
 
     @property
     def done(self) -> np.ndarray:
@@ -127,7 +130,7 @@ class CachedImages:
 
     def lengths(self) -> np.ndarray:
         """``(n_chunks,)`` int32: side of each map before resizing (tokens or words; 0 if not done)."""
-        return np.load(self.root / _LENGTHS, mmap_mode="r")
+        return np.load(self.root / LENGTHS, mmap_mode="r")
 
 
 def open_cache(root: str | os.PathLike) -> CachedImages:

@@ -1,9 +1,10 @@
 """Shards of a multi-process extraction: each process's folder and their deterministic merge.
 
 A process given ``shard=(index, count)`` computes the batches ``b`` of the full plan with
-``b % count == index`` into ``<root>.shard-III-of-NNN``
-(:func:`olas_utils.similarity.cache.extract_to_cache`); :func:`merge_shards` assembles
-the cache, equal bit for bit to a single-process run.
+``b % count == index`` into ``<root>.shard-III-of-NNN`` (:func:`shard_root`;
+:func:`olas_utils.similarity.imagecache.extract_to_cache`); :func:`merge_shards` assembles
+the cache, equal bit for bit to a single-process run; :func:`parse_shard_root` reads a
+shard folder's name back.
 
 Importing this module does no work.
 """
@@ -17,27 +18,23 @@ from pathlib import Path
 
 import numpy as np
 
-from olas_utils.similarity.cache_reader import CachedImages
-from olas_utils.similarity.cache_folder import (
-    _LENGTHS,
-    _MANIFEST,
-    _PROGRESS,
-    _init,
-    _io,
-    _locked,
-    _read_json,
-    _write_json_atomic,
+from olas_utils.fingerprint import sha256_json
+from olas_utils.similarity.imagecache.folder import (
+    LENGTHS,
+    MANIFEST,
+    PROGRESS,
     file_checksums,
+    init_folder,
+    io_errors,
     key_filename,
+    locked,
+    read_json,
+    write_json,
 )
-from olas_utils.similarity.manifest import (
-    CacheMismatchError,
-    _canonical,
-    _diff,
-    _sha256_text,
-)
+from olas_utils.similarity.imagecache.manifest import CacheMismatchError, manifest_diff
+from olas_utils.similarity.imagecache.read import CachedImages
 
-__all__ = ["shard_root", "merge_shards"]
+__all__ = ["shard_root", "parse_shard_root", "merge_shards"]
 
 
 _SHARD_RE = re.compile(r"^(?P<name>.+)\.shard-(?P<index>\d{3})-of-(?P<count>\d{3})$")
@@ -48,6 +45,19 @@ def shard_root(root: str | os.PathLike, index: int, count: int) -> Path:
     ``<root>.shard-III-of-NNN`` (beside the final cache, never inside it)."""
     root = Path(root)
     return root.with_name(f"{root.name}.shard-{index:03d}-of-{count:03d}")
+
+
+def parse_shard_root(path: str | os.PathLike) -> tuple[Path, int, int]:
+    """``(root, index, count)`` of a shard folder ``<root>.shard-III-of-NNN`` (the inverse of
+    :func:`shard_root`).
+
+    Raises:
+        ValueError: the folder name is not a shard's.
+    """
+    m = _SHARD_RE.match(Path(path).name)
+    if m is None:
+        raise ValueError(f"{path} is not a shard folder (<root>.shard-III-of-NNN)")
+    return Path(path).with_name(m["name"]), int(m["index"]), int(m["count"])
 
 
 def merge_shards(any_shard_root: str | os.PathLike, *, remove_shards: bool = False) -> CachedImages:
@@ -69,12 +79,8 @@ def merge_shards(any_shard_root: str | os.PathLike, *, remove_shards: bool = Fal
     """
     import shutil
 
-    m = _SHARD_RE.match(Path(any_shard_root).name)
-    if m is None:
-        raise ValueError(f"{any_shard_root} is not a shard folder (<root>.shard-III-of-NNN)")
-    root = Path(any_shard_root).with_name(m["name"])
-    count = int(m["count"])
-    shards = [CachedImages(shard_root(root, i, count)) if (shard_root(root, i, count) / _MANIFEST).is_file() else None
+    root, _, count = parse_shard_root(any_shard_root)
+    shards = [CachedImages(shard_root(root, i, count)) if (shard_root(root, i, count) / MANIFEST).is_file() else None
               for i in range(count)]
     for i, sh in enumerate(shards):
         if sh is None or not sh.complete:
@@ -82,30 +88,30 @@ def merge_shards(any_shard_root: str | os.PathLike, *, remove_shards: bool = Fal
                                f"run its process again (it resumes) before merging")
     manifest = {k: v for k, v in shards[0].manifest.items() if k != "shard"}
     for i, sh in enumerate(shards[1:], 1):
-        diff = _diff({k: v for k, v in sh.manifest.items() if k != "shard"}, manifest)
+        diff = manifest_diff({k: v for k, v in sh.manifest.items() if k != "shard"}, manifest)
         if diff:
             raise ValueError(f"shard {i} was made with other settings than shard 0: {sorted(diff)}")
     plans = [sh.plan for sh in shards]
     n_batches = sum(len(p) for p in plans)
     full_plan = [plans[b % count][b // count] for b in range(n_batches)]
-    if _sha256_text(_canonical(full_plan)) != manifest["plan_sha256"]:
+    if sha256_json(full_plan) != manifest["plan_sha256"]:
         raise ValueError("the shards' batches do not add up to the planned batches")
-    with _io(root, "create the cache folder"):
+    with io_errors(root, "create the cache folder"):
         root.mkdir(parents=True, exist_ok=True)
-    with _locked(root):
-        mpath = root / _MANIFEST
+    with locked(root):
+        mpath = root / MANIFEST
         if mpath.is_file():
-            diff = _diff(_read_json(mpath), manifest)
+            diff = manifest_diff(read_json(mpath), manifest)
             if diff:
                 raise CacheMismatchError(f"{root} holds a cache with other settings ({', '.join(diff)})",
                                          path=root, fields=diff)
             if CachedImages(root).complete:
                 return CachedImages(root)
         keys = list(manifest["keys"])
-        _init(root, manifest, full_plan, keys, int(manifest["image_size"]))
+        init_folder(root, manifest, full_plan, keys, int(manifest["image_size"]))
         for key in keys + [None]:
-            name = _LENGTHS if key is None else key_filename(key)
-            with _io(root / name, "write"):
+            name = LENGTHS if key is None else key_filename(key)
+            with io_errors(root / name, "write"):
                 out = np.lib.format.open_memmap(root / name, mode="r+")
                 for sh, plan in zip(shards, plans):
                     src = np.load(sh.root / name, mmap_mode="r")
@@ -113,11 +119,11 @@ def merge_shards(any_shard_root: str | os.PathLike, *, remove_shards: bool = Fal
                         out[batch] = src[batch]
                 out.flush()
                 del out
-        _write_json_atomic(root / _PROGRESS, {
+        write_json(root / PROGRESS, {
             "batches_done": n_batches, "n_batches": n_batches, "chunks_done": int(manifest["n_chunks"]),
             "complete": True, "devices": sorted({d for sh in shards for d in sh.progress.get("devices", [])}),
             "merged_from": count, "updated": time.time(),
-            "files": file_checksums(root, [key_filename(k) for k in keys] + [_LENGTHS])})
+            "files": file_checksums(root, [key_filename(k) for k in keys] + [LENGTHS])})
     if remove_shards:
         for i in range(count):
             shutil.rmtree(shard_root(root, i, count))
