@@ -45,6 +45,14 @@ _AUGMENTATION_ARGS = {"noise_p": "noise_p", "noise_std": "noise_std_ratio", "sin
                       "temperature_p": "temperature_p"}
 
 
+def _from_augmentation(name: str) -> property:
+    def get(self) -> float:
+        return getattr(self.augmentation, name)
+
+    get.__doc__ = f"``augmentation.{name}`` (read-only)."
+    return property(get)
+
+
 @dataclass(frozen=True, init=False)
 class TrainConfig:
     """Optimisation settings.
@@ -60,11 +68,10 @@ class TrainConfig:
         augmentation: the training augmentations (default
             :data:`olas_utils.augment.PAPER_ADAPTER`: noise p 0.3, std 0.2 × the channel's std).
 
-    The arguments ``noise_p`` (probability per image of Gaussian noise, paper 0.3),
-    ``noise_std`` (its std as a fraction of each channel's std, paper 0.2), ``sink_p``
-    (highlighted sink columns, paper 0.3, default off) and ``temperature_p`` (a random
-    temperature τ ~ U(0.5, 2), default off) replace those settings of ``augmentation``, and
-    read back as attributes of the same names (also through :func:`dataclasses.replace`).
+    The arguments ``noise_p`` (probability per image of Gaussian noise, paper 0.3), ``noise_std`` (its std as
+    a fraction of each channel's std, paper 0.2), ``sink_p`` (highlighted sink columns, paper 0.3, default
+    off) and ``temperature_p`` (a random temperature τ ~ U(0.5, 2), default off) replace those settings of
+    ``augmentation`` and read back as attributes of the same names (also through :func:`dataclasses.replace`).
     """
 
     epochs: int = 10
@@ -99,10 +106,10 @@ class TrainConfig:
             raise ValueError("lr must be > 0 and weight_decay, grad_clip >= 0; got "
                              f"lr={self.lr}, weight_decay={self.weight_decay}, grad_clip={self.grad_clip}")
 
-    noise_p = property(lambda self: self.augmentation.noise_p, doc="``augmentation.noise_p``.")
-    noise_std = property(lambda self: self.augmentation.noise_std_ratio, doc="``augmentation.noise_std_ratio``.")
-    sink_p = property(lambda self: self.augmentation.sink_p, doc="``augmentation.sink_p``.")
-    temperature_p = property(lambda self: self.augmentation.temperature_p, doc="``augmentation.temperature_p``.")
+    noise_p = _from_augmentation("noise_p")
+    noise_std = _from_augmentation("noise_std_ratio")
+    sink_p = _from_augmentation("sink_p")
+    temperature_p = _from_augmentation("temperature_p")
 
 
 @dataclass(frozen=True)
@@ -195,11 +202,9 @@ def examples_digest(examples: Sequence[Example]) -> str:
 
 
 def _config_identity(cfg: TrainConfig) -> dict:
-    """``cfg`` as the checkpoint key names it: the layout of ``asdict`` from before the
-    augmentation had its own type (``noise_p``, ``noise_std``, ``sink_p``, ``temperature_p``
-    beside the other settings), so checkpoints written then stay valid; augmentation settings
-    that layout could not hold (column range, draw order) are added under ``"augmentation"``
-    when they differ from :data:`~olas_utils.augment.PAPER_ADAPTER`."""
+    """``cfg`` in the key layout from before :class:`Augmentation` existed (its four settings beside the others),
+    so checkpoints written then stay valid; settings that layout lacked (column range, draw order) are added
+    under ``"augmentation"`` where they differ from :data:`~olas_utils.augment.PAPER_ADAPTER`."""
     out = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "augmentation"}
     aug = asdict(cfg.augmentation)
     out.update({arg: aug.pop(name) for arg, name in _AUGMENTATION_ARGS.items()})
