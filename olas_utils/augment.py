@@ -38,7 +38,7 @@ Two modes (``Augmentation.mode``): the order in which random numbers are drawn
       ``temperature_p > 0``; applied to the image clamped at 0), then a sink coin and the
       columns (only when ``sink_p > 0`` and the image has 2 columns or more); then, only
       when ``noise_p > 0`` and ``noise_std_ratio > 0``, one coin per image (``rand(B)``)
-      and one float32 noise tensor for the whole batch, σ from the channel of the image
+      and one noise tensor (torch's default dtype) for the whole batch, σ from the channel of the image
       *after* temperature and sink columns (0 for a 1 × 1 image).
 
 Importing this module does no work.
