@@ -4,7 +4,8 @@ half of one; a failed write leaves nothing behind and names the path.
 One helper, :func:`write_atomic`, does the work for every kind of file (bytes, text, JSON,
 ``torch.save``, a figure): it writes to a temporary file beside the target whose name is
 unique to the process *and* the call (two processes writing one file never share it),
-flushes and fsyncs it, then :func:`os.replace`\\ s it onto the target. Every cache,
+flushes and fsyncs it, then :func:`os.replace`\\ s it onto the target (and fsyncs the folder,
+where the platform allows, so the rename survives a crash too). Every cache,
 checkpoint, shard and ``OLAMaps.save`` goes through it.
 """
 
@@ -20,7 +21,22 @@ __all__ = ["write_atomic", "write_bytes_atomic", "write_text_atomic", "write_jso
 
 
 def _tmp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    # the target's name is cut to 200 characters so the temporary name stays under the usual 255-byte limit
+    return path.with_name(f".{path.name[:200]}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX); best effort, a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[IO[bytes]], Any], *, what: str = "file",
@@ -66,6 +82,7 @@ def write_atomic(path: str | os.PathLike, write: Callable[[IO[bytes]], Any], *, 
             new._olas_wrapped = True  # type: ignore[attr-defined]
             raise new from e
         raise
+    _fsync_folder(path.parent)
     return path
 
 
@@ -79,14 +96,16 @@ def write_text_atomic(path: str | os.PathLike, text: str, *, what: str = "file")
     return write_atomic(path, lambda fh: fh.write(text.encode("utf-8")), what=what)
 
 
-def write_json_atomic(path: str | os.PathLike, obj: Any, *, what: str = "JSON file", indent: int | None = 1) -> Path:
-    """Write ``obj`` as JSON (sorted keys, UTF-8 kept, a final newline) to ``path`` atomically.
+def write_json_atomic(path: str | os.PathLike, obj: Any, *, what: str = "JSON file", indent: int | None = 1,
+                      sort_keys: bool = True) -> Path:
+    """Write ``obj`` as JSON (UTF-8 kept, a final newline; keys sorted unless ``sort_keys`` is
+    False, e.g. to keep a marker's reading order) to ``path`` atomically.
 
     Raises:
         TypeError: ``obj`` is not JSON-serialisable (nothing is written).
         OSError: as :func:`write_atomic`.
     """
-    text = json.dumps(obj, indent=indent, sort_keys=True, ensure_ascii=False) + "\n"
+    text = json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=False) + "\n"
     return write_text_atomic(path, text, what=what)
 
 

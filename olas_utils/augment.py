@@ -1,22 +1,46 @@
-"""Training augmentations of OLA images (``docs/method.md#visual-classifier``, ``docs/method.md#training``): highlighted sink columns,
-Gaussian noise and a random temperature, drawn per image from a private ``torch.Generator``.
-Used by the visual classifier (:mod:`olas_utils.similarity.classifier`) and the adapters
-(:mod:`olas_utils.toa.train`).
+"""Training augmentations of OLA images (``docs/method.md#visual-classifier``,
+``docs/method.md#training``), defined once for the visual
+classifier (:mod:`olas_utils.similarity.classifier`) and the adapters
+(:mod:`olas_utils.toa.train`): highlighted sink columns, Gaussian noise and a random
+temperature, drawn per image from a private ``torch.Generator``.
 
-Augmentation (training images only, see :class:`Augmentation`)
-    * highlighted sink columns, p 0.3 per image: 1–3 distinct columns (uniform count, the
-      same columns in every channel) get, in every row r and channel, the value
-      ``m1 + (u − ½)(m1 − m2)`` added, where ``m1``/``m2`` are the row's largest and
-      second-largest values and ``u ~ U(0, 1)`` is drawn per column — the released code's
-      sink magnitude (``RandomHightlightColumns``). Unlike the released code, rows are
-      *not* renormalised afterwards (the released code augments raw OLA before
-      preprocessing; our images are already preprocessed and are standardised next), so
-      exactly the chosen columns change. Zero rows (padding) stay zero.
-    * Gaussian noise, p 0.15 per image: i.i.d. ``N(0, σ²)`` added to every pixel, with
-      ``σ = 0.13 ×`` the standard deviation of that channel of the image *before* any
-      augmentation (so a highlighted column does not inflate it). No clipping or
+:class:`Augmentation` holds the settings, :func:`augment_batch` applies them; the paper's
+settings are named presets: :data:`PAPER_CLASSIFIER` (sink columns p 0.3, noise p 0.15, std
+ratio 0.13), :data:`PAPER_ADAPTER` (noise p 0.3, std ratio 0.2) and
+:data:`PAPER_ADAPTER_AUGMENTED` (the adapters' transfer remedy: also sink columns and a
+temperature, each p 0.3).
+
+The augmentations
+    * highlighted sink columns: 1–3 distinct columns (uniform count, the same columns in
+      every channel) get, in every row r and channel, the value ``m1 + (u − ½)(m1 − m2)``
+      added, where ``m1``/``m2`` are the row's largest and second-largest values and
+      ``u ~ U(0, 1)`` is drawn per column — the released code's sink magnitude
+      (``RandomHightlightColumns``). Unlike the released code, rows are *not* renormalised
+      afterwards (the released code augments raw OLA before preprocessing; our images are
+      already preprocessed and are standardised next), so exactly the chosen columns
+      change. Zero rows (padding) stay zero.
+    * Gaussian noise: i.i.d. ``N(0, σ²)`` added to every pixel, ``σ = noise_std_ratio ×`` a
+      channel's standard deviation (which image's: see the modes). No clipping or
       renormalisation (the released code applies ReLU and renormalises rows, and computes
       σ per row over non-outlier entries).
+    * temperature: every row sharpened or flattened by ``τ ~ U(0.5, 2)``
+      (:func:`apply_temperature`).
+
+Two modes (``Augmentation.mode``): the order in which random numbers are drawn
+    The classifier and the adapters were written with different draw orders, and their
+    trained weights depend on every draw, so both are kept, each bit for bit:
+
+    * ``"classifier"``: one coin per image for sink columns (``rand(B)``), then one per
+      image for noise (``rand(B)``), both drawn whatever the probabilities; then image by
+      image: its sink columns if its coin fell, then its noise if its coin fell (drawn for
+      that image only, in its dtype, σ from the channel of the *clean* image, so a
+      highlighted column does not inflate it). No temperature in this mode.
+    * ``"adapter"``: image by image: a temperature coin and τ (only when
+      ``temperature_p > 0``; applied to the image clamped at 0), then a sink coin and the
+      columns (only when ``sink_p > 0`` and the image has 2 columns or more); then, only
+      when ``noise_p > 0`` and ``noise_std_ratio > 0``, one coin per image (``rand(B)``)
+      and one noise tensor (torch's default dtype) for the whole batch, σ from the channel of the image
+      *after* temperature and sink columns (0 for a 1 × 1 image).
 
 Importing this module does no work.
 """
@@ -27,19 +51,28 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Augmentation", "NO_AUGMENTATION", "highlight_sink_columns", "add_gaussian_noise",
-           "apply_temperature", "augment_batch"]
+__all__ = ["Augmentation", "MODES", "PAPER_CLASSIFIER", "PAPER_ADAPTER", "PAPER_ADAPTER_AUGMENTED", "NO_AUGMENTATION",
+           "highlight_sink_columns", "add_gaussian_noise", "apply_temperature", "augment_batch"]
+
+#: The draw orders :class:`Augmentation` knows (module doc, "Two modes").
+MODES = ("classifier", "adapter")
 
 
 @dataclass(frozen=True)
 class Augmentation:
-    """The training augmentations (the paper's classifier values by default, ``docs/method.md#visual-classifier``).
+    """The training augmentations (the defaults are :data:`PAPER_CLASSIFIER`).
 
     Attributes:
         sink_p: probability, per image, of highlighting sink columns.
         min_columns, max_columns: how many columns (uniform, inclusive).
         noise_p: probability, per image, of adding Gaussian noise.
-        noise_std_ratio: noise std as a fraction of the clean image's std (per channel).
+        noise_std_ratio: noise std as a fraction of a channel's std (see the modes).
+        temperature_p: probability, per image, of a random temperature (``"adapter"`` mode only).
+        mode: the draw order, ``"classifier"`` or ``"adapter"`` (module doc, "Two modes").
+
+    Raises:
+        ValueError: a probability outside [0, 1], a bad column range, a negative std ratio,
+            an unknown mode, or a temperature in ``"classifier"`` mode.
     """
 
     sink_p: float = 0.3
@@ -47,9 +80,11 @@ class Augmentation:
     max_columns: int = 3
     noise_p: float = 0.15
     noise_std_ratio: float = 0.13
+    temperature_p: float = 0.0
+    mode: str = "classifier"
 
     def __post_init__(self) -> None:
-        for n in ("sink_p", "noise_p"):
+        for n in ("sink_p", "noise_p", "temperature_p"):
             v = getattr(self, n)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"{n} must be in [0, 1], got {v}")
@@ -57,7 +92,20 @@ class Augmentation:
             raise ValueError(f"need 1 <= min_columns <= max_columns, got {self.min_columns}, {self.max_columns}")
         if self.noise_std_ratio < 0:
             raise ValueError(f"noise_std_ratio must be >= 0, got {self.noise_std_ratio}")
+        if self.mode not in MODES:
+            raise ValueError(f"unknown augmentation mode {self.mode!r}; available: {MODES}")
+        if self.mode == "classifier" and self.temperature_p > 0:
+            raise ValueError("the 'classifier' draw order has no temperature; use mode='adapter' for temperature_p > 0")
 
+
+#: The visual classifier's augmentations (paper §2): sink columns p 0.3 (1–3 columns), noise p 0.15, std ratio 0.13.
+PAPER_CLASSIFIER = Augmentation()
+
+#: The adapters' augmentation (paper §4): noise p 0.3, std ratio 0.2; no sink columns, no temperature.
+PAPER_ADAPTER = Augmentation(sink_p=0.0, noise_p=0.3, noise_std_ratio=0.2, mode="adapter")
+
+#: The adapters' transfer remedy: :data:`PAPER_ADAPTER` plus sink columns (p 0.3) and a temperature (p 0.3).
+PAPER_ADAPTER_AUGMENTED = Augmentation(sink_p=0.3, noise_p=0.3, noise_std_ratio=0.2, temperature_p=0.3, mode="adapter")
 
 #: No augmentation at all.
 NO_AUGMENTATION = Augmentation(sink_p=0.0, noise_p=0.0)
@@ -161,8 +209,8 @@ def apply_temperature(image: torch.Tensor, generator: torch.Generator, *, low: f
     return out.to(image.dtype)
 
 
-def augment_batch(x: torch.Tensor, generator: torch.Generator, aug: Augmentation = Augmentation()) -> torch.Tensor:
-    """Apply :class:`Augmentation` to a batch (sink columns, then noise; each per image).
+def augment_batch(x: torch.Tensor, generator: torch.Generator, aug: Augmentation = PAPER_CLASSIFIER) -> torch.Tensor:
+    """Apply :class:`Augmentation` to a batch, drawing in ``aug.mode``'s order (module doc).
 
     Args:
         x: ``(B, C, H, W)`` float CPU tensor (not modified).
@@ -170,8 +218,15 @@ def augment_batch(x: torch.Tensor, generator: torch.Generator, aug: Augmentation
         aug: the augmentation settings.
 
     Returns:
-        The augmented batch (a new tensor).
+        The augmented batch (a new tensor, or ``x`` itself when ``"adapter"`` mode has
+        nothing to apply).
     """
+    if aug.mode == "adapter":
+        return _adapter_order(x, generator, aug)
+    return _classifier_order(x, generator, aug)
+
+
+def _classifier_order(x: torch.Tensor, generator: torch.Generator, aug: Augmentation) -> torch.Tensor:
     out = x.clone()
     b = x.shape[0]
     do_sink = torch.rand(b, generator=generator) < aug.sink_p
@@ -183,3 +238,21 @@ def augment_batch(x: torch.Tensor, generator: torch.Generator, aug: Augmentation
         if do_noise[i]:
             out[i] = add_gaussian_noise(out[i], generator, std_ratio=aug.noise_std_ratio, reference=x[i])
     return out
+
+
+def _adapter_order(images: torch.Tensor, gen: torch.Generator, aug: Augmentation) -> torch.Tensor:
+    b = images.shape[0]
+    if aug.temperature_p > 0 or aug.sink_p > 0:
+        images = images.clone()
+        for i in range(b):
+            if aug.temperature_p > 0 and float(torch.rand(1, generator=gen)) < aug.temperature_p:
+                images[i] = apply_temperature(images[i].clamp_min(0), gen)
+            if aug.sink_p > 0 and images.shape[-1] >= 2 and float(torch.rand(1, generator=gen)) < aug.sink_p:
+                images[i] = highlight_sink_columns(images[i], gen, min_columns=aug.min_columns,
+                                                   max_columns=aug.max_columns)[0]
+    if aug.noise_p <= 0 or aug.noise_std_ratio <= 0:
+        return images
+    pick = torch.rand(b, generator=gen) < aug.noise_p
+    noise = torch.randn(images.shape, generator=gen)
+    std = images.flatten(2).std(-1, correction=0)[..., None, None]  # (B, C, 1, 1); 0 for a 1×1 image
+    return images + pick[:, None, None, None].to(images.dtype) * noise * (aug.noise_std_ratio * std)

@@ -1,9 +1,15 @@
 """Fingerprints: what identifies a cache, a checkpoint or a derived seed, computed one way.
 
-Canonical JSON (sorted keys, no whitespace, UTF-8 kept), SHA-256 of text, bytes, files and
-JSON values, the versions of the software that produced a result, and file names made safe
-from any model id. Every cache, checkpoint and shard of the package names its settings
-through these functions, so two layers never disagree about what "the same settings" means.
+Canonical JSON (sorted keys, no whitespace, UTF-8 kept), SHA-256 of text, bytes, chunks,
+files and JSON values, seeds derived from a hash, the versions of the software that produced
+a result, and file names made safe from any model id. Every cache, checkpoint and shard of
+the package names its settings through these functions, so two layers never disagree about
+what "the same settings" means.
+
+New keys use :func:`canonical_json`. The TOA keys (sentence ids, map-cache keys, task
+fingerprints, checkpoint keys) were defined on :func:`json.dumps`' default separators before
+this module existed; :func:`legacy_json` reproduces that text exactly, so the caches and
+checkpoints made before stay valid.
 
 Importing this module does no work.
 """
@@ -14,10 +20,10 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterable
 
-__all__ = ["canonical_json", "sha256_text", "sha256_bytes", "sha256_json", "sha256_file", "sha256_stream",
-           "library_versions", "safe_name"]
+__all__ = ["canonical_json", "legacy_json", "sha256_text", "sha256_bytes", "sha256_chunks", "sha256_json",
+           "sha256_file", "sha256_stream", "seed_from", "library_versions", "safe_name"]
 
 _CHUNK = 1 << 20
 
@@ -37,6 +43,17 @@ def canonical_json(obj: Any, *, default=None) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=default)
 
 
+def legacy_json(obj: Any, *, ensure_ascii: bool = True, default=None) -> str:
+    """``json.dumps(obj, sort_keys=True, ensure_ascii=ensure_ascii, default=default)``: keys
+    sorted, but :func:`json.dumps`' default separators (``", "`` and ``": "``). The text the
+    TOA keys were first defined on (module doc); only those keys use it.
+
+    Raises:
+        TypeError: as :func:`canonical_json`.
+    """
+    return json.dumps(obj, sort_keys=True, ensure_ascii=ensure_ascii, default=default)
+
+
 def sha256_text(text: str) -> str:
     """Hex SHA-256 of ``text`` encoded as UTF-8 (64 characters)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -45,6 +62,14 @@ def sha256_text(text: str) -> str:
 def sha256_bytes(data: bytes) -> str:
     """Hex SHA-256 of ``data`` (64 characters)."""
     return hashlib.sha256(data).hexdigest()
+
+
+def sha256_chunks(chunks: Iterable[bytes]) -> str:
+    """Hex SHA-256 of the concatenation of ``chunks``, without building it in memory."""
+    h = hashlib.sha256()
+    for chunk in chunks:
+        h.update(chunk)
+    return h.hexdigest()
 
 
 def sha256_json(obj: Any, *, default=None) -> str:
@@ -75,6 +100,13 @@ def sha256_file(path: str | Path) -> str:
     """
     with open(path, "rb") as fh:
         return sha256_stream(fh)
+
+
+def seed_from(*parts: Any) -> int:
+    """A 63-bit seed from ``parts``: the first 8 bytes (little-endian) of the SHA-256 of
+    ``repr(parts)`` as UTF-8, shifted right by one. Independent of Python's hash
+    randomisation; equal parts (equal ``repr``) give equal seeds in every process."""
+    return int.from_bytes(hashlib.sha256(repr(parts).encode("utf-8")).digest()[:8], "little") >> 1
 
 
 def library_versions() -> dict[str, str]:

@@ -142,13 +142,13 @@ def test_selection_is_part_of_the_checkpoint_key(tmp_path):
 
 
 def test_sink_and_temperature_augmentations_change_training_inputs_only_when_asked():
-    from olas_utils.toa.train import _augment
+    from olas_utils.augment import augment_batch
 
     x = torch.rand(3, 2, 5, 5)
     off = TrainConfig(noise_p=0.0)
-    assert torch.equal(_augment(x, off, torch.Generator().manual_seed(0)), x)
+    assert torch.equal(augment_batch(x, torch.Generator().manual_seed(0), off.augmentation), x)
     on = TrainConfig(noise_p=0.0, sink_p=1.0, temperature_p=1.0)
-    y = _augment(x, on, torch.Generator().manual_seed(0))
+    y = augment_batch(x, torch.Generator().manual_seed(0), on.augmentation)
     assert y.shape == x.shape and not torch.equal(y, x)
     with pytest.raises(ValueError, match="sink_p"):
         TrainConfig(sink_p=1.5)

@@ -27,11 +27,11 @@ Importing this module does no work; data are read on first call.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from dataclasses import dataclass
 from typing import Sequence
+
+from olas_utils.fingerprint import sha256_json
 
 __all__ = ["SOURCES", "ChunkSpan", "documents", "chunk_spans", "build_chunks", "corpus_hash"]
 
@@ -164,9 +164,9 @@ def build_chunks(
 def corpus_hash(chunks: Sequence[Sequence[str]]) -> str:
     """SHA-256 (hex) of a corpus's canonical JSON.
 
-    The canonical form is ``json.dumps([[word, ...], ...], ensure_ascii=False,
-    separators=(",", ":"))`` encoded as UTF-8: it depends on the words and their order
-    only (not on list/tuple types).
+    The canonical form is :func:`olas_utils.fingerprint.canonical_json` of
+    ``[[word, ...], ...]`` (no whitespace, non-ASCII kept) encoded as UTF-8: it depends on
+    the words and their order only (not on list/tuple types).
 
     Raises:
         TypeError: if a word is not a string.
@@ -180,5 +180,4 @@ def corpus_hash(chunks: Sequence[Sequence[str]]) -> str:
             if not isinstance(w, str):
                 raise TypeError(f"chunk {i}, word {j} is {type(w).__name__}, not str")
         rows.append(row)
-    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_json(rows)

@@ -22,12 +22,12 @@ UNER English-EWT and UD English-EWT hold the same sentences, so their OLA maps a
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+
+from olas_utils.fingerprint import legacy_json, sha256_text
 
 #: A held-out tenth of a reader split is every sentence whose index is 9 mod this.
 HELD_OUT_EVERY = 10
@@ -113,9 +113,8 @@ class TaskData:
 
     def fingerprint(self) -> str:
         """SHA-256 over the words and gold annotation (cache keys)."""
-        payload = json.dumps([self.task, self.split, self.words, self.labels, self.heads, self.spans],
-                             sort_keys=True, default=list)
-        return hashlib.sha256(payload.encode()).hexdigest()
+        return sha256_text(legacy_json([self.task, self.split, self.words, self.labels, self.heads, self.spans],
+                                       default=list))
 
     def label_ids(self, i: int) -> list[int] | int:
         """Class ids of sentence ``i`` (labels unknown to the vocabulary get -100, which the

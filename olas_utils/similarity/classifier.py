@@ -62,7 +62,7 @@ Importing this module does no work (``torchvision`` is imported when a network i
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -70,7 +70,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from olas_utils.augment import Augmentation, augment_batch
+from olas_utils.augment import PAPER_CLASSIFIER, Augmentation, augment_batch
 from olas_utils.similarity.evaluation import accuracy_and_loss, batched_logits
 from olas_utils.similarity.inputs import as_images, standardize
 from olas_utils.similarity.resnet import build_resnet18
@@ -156,7 +156,7 @@ def train_classifier(
     seed: int = 0,
     device: str | torch.device | None = None,
     progress: bool = True,
-    augmentation: Augmentation = Augmentation(),
+    augmentation: Augmentation = PAPER_CLASSIFIER,
     stem: str = "imagenet",
     refit: bool = False,
     monitor: Mapping[str, Any] | None = None,
@@ -179,7 +179,7 @@ def train_classifier(
         seed: seeds the initialisation, the batch order and the augmentation.
         device: ``"cpu"``, ``"cuda"``, ...; default :func:`olas_utils.settings.resolve_device`.
         progress: show a tqdm progress bar over epochs.
-        augmentation: training augmentation (default: the paper's).
+        augmentation: training augmentation (default: the paper's, :data:`olas_utils.augment.PAPER_CLASSIFIER`).
         stem: ``"imagenet"`` or ``"cifar"`` (see :func:`build_resnet18`).
         refit: with leave-one-source-out selection, retrain a fresh network on all sources
             for the chosen number of epochs and return it (otherwise ignored).
@@ -228,10 +228,7 @@ def train_classifier(
     if select_on == SELECT_AUGMENTED:
         fit_names = names
         sel_x = torch.cat([augment_batch(data[k], torch.Generator().manual_seed(s_select + i),
-                                         Augmentation(sink_p=1.0, noise_p=1.0,
-                                                      min_columns=augmentation.min_columns,
-                                                      max_columns=augmentation.max_columns,
-                                                      noise_std_ratio=augmentation.noise_std_ratio))
+                                         replace(augmentation, sink_p=1.0, noise_p=1.0))
                            for i, k in enumerate(names)])
         sel_y = labels.repeat(len(names))
         selection = "augmented"

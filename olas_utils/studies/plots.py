@@ -150,11 +150,11 @@ def grouped_heatmaps(
 
 
 def save_figure(fig, path: str | Path, dpi: int = 110) -> Path:
-    """Save ``fig`` to ``path`` (folders created; written to a temporary name first, then
-    renamed, so a half-written file never appears) and return the path."""
+    """Save ``fig`` to ``path`` in the format its suffix names (folders created; written
+    atomically, :func:`olas_utils.atomic.write_atomic`, so a half-written file never
+    appears) and return the path."""
+    from olas_utils.atomic import write_atomic
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
-    tmp.replace(path)
-    return path
+    fmt = path.suffix.lstrip(".").lower() or None
+    return write_atomic(path, lambda fh: fig.savefig(fh, format=fmt, dpi=dpi, bbox_inches="tight"), what="figure")

@@ -183,7 +183,7 @@ class TOAModel(nn.Module):
         path = Path(path)
         save_atomic({"format": "olas-toa-1", "adapter": self.adapter.config.to_dict(), "kind": self.kind,
                      "n_classes": self.n_classes, "head_kwargs": self.head_kwargs, "state": self.state_dict(),
-                     "metadata": metadata}, path)
+                     "metadata": metadata}, path, what="TOA model file")
         return path
 
     @classmethod

@@ -15,11 +15,13 @@ Importing this module does no work.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from pathlib import Path
 from typing import Sequence
+
+from olas_utils.atomic import write_json_atomic
+from olas_utils.fingerprint import legacy_json, sha256_text
 
 __all__ = ["sentence_id", "MapShards", "DamagedShardError"]
 
@@ -34,7 +36,7 @@ class DamagedShardError(ValueError):
 
 def sentence_id(words: Sequence[str]) -> str:
     """SHA-256 (hex) of a sentence's words (JSON list): equal words, equal id."""
-    return hashlib.sha256(json.dumps(list(words), ensure_ascii=False).encode()).hexdigest()
+    return sha256_text(legacy_json(list(words), ensure_ascii=False))
 
 
 class MapShards:
@@ -80,12 +82,10 @@ class MapShards:
         """
         if len(ids) != len(maps):
             raise ValueError(f"{len(ids)} sentence ids for {len(maps)} sentences")
-        name = hashlib.sha256("".join(ids).encode()).hexdigest()[:32]
+        name = sha256_text("".join(ids))[:32]
         self.folder.mkdir(parents=True, exist_ok=True)
         maps.save(self.folder / f"{name}.pt")
-        tmp = self.folder / f"{name}.json.part"
-        tmp.write_text(json.dumps({"sentences": list(ids)}))
-        tmp.replace(self.folder / f"{name}.json")
+        write_json_atomic(self.folder / f"{name}.json", {"sentences": list(ids)}, what="shard list", indent=None)
         return name
 
     def drop(self, name: str) -> None:

@@ -14,13 +14,12 @@ sentences extracted again.
 from __future__ import annotations
 
 import gc
-import hashlib
-import json
 import warnings
 from pathlib import Path
 from typing import Sequence
 
 from olas_utils.extract import OLAMaps
+from olas_utils.fingerprint import legacy_json, library_versions, sha256_text
 from olas_utils.data.tasks import TaskData
 
 __all__ = ["ModelPool", "maps_key", "task_maps"]
@@ -28,15 +27,6 @@ __all__ = ["ModelPool", "maps_key", "task_maps"]
 #: ``"random"``: a randomly initialised copy; ``"uniform"``: the tokenizer-only control
 #: (uniform attention through the same pipeline, no forward pass).
 CONTROLS = ("random", "uniform")
-
-
-def _versions() -> dict:
-    import torch
-    import transformers
-
-    from olas_utils import __version__
-
-    return {"olas": __version__, "torch": torch.__version__, "transformers": transformers.__version__}
 
 
 class ModelPool:
@@ -105,8 +95,8 @@ def maps_key(weights_id: str, model: str, control: str | None, seed: int, orders
     control and its seed, orders, rollout and library versions): one shard folder each."""
     payload = {"weights": weights_id, "model": model, "control": control,
                "control_seed": seed if control == "random" else None,
-               "orders": sorted(orders), "rollout": rollout, "versions": _versions()}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+               "orders": sorted(orders), "rollout": rollout, "versions": library_versions()}
+    return sha256_text(legacy_json(payload))
 
 
 def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: str | None = None,

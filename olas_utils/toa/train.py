@@ -11,34 +11,49 @@
   weights (at the same thread count). A checkpoint written with other settings or data is
   refused (:class:`CheckpointMismatchError`), never silently reused.
 * **Paper settings** (``docs/method.md#training``): AdamW, linear decay, Gaussian-noise augmentation with
-  probability 0.3 per image. The paper gives the noise std as 0.2 without a scale; here it
-  is 0.2 × the channel's standard deviation (as :func:`olas_utils.augment.add_gaussian_noise`).
-  The paper's other augmentations (a transfer remedy, off by default): highlighted sink
-  columns (``sink_p``, 1–3 columns, :func:`olas_utils.augment.highlight_sink_columns`) and a
-  random temperature (``temperature_p``, :func:`olas_utils.augment.apply_temperature`).
+  probability 0.3 per image (:data:`olas_utils.augment.PAPER_ADAPTER`). The paper gives the
+  noise std as 0.2 without a scale; here it is 0.2 × the channel's standard deviation. The
+  paper's other augmentations (a transfer remedy, off by default,
+  :data:`olas_utils.augment.PAPER_ADAPTER_AUGMENTED`): highlighted sink columns (1–3
+  columns) and a random temperature. All come from :mod:`olas_utils.augment`, in its
+  ``"adapter"`` draw order.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import itertools
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
 from tqdm.auto import tqdm
 
-from olas_utils.toa.features import Example
 from olas_utils.atomic import save_atomic
+from olas_utils.augment import PAPER_ADAPTER, Augmentation, augment_batch
+from olas_utils.fingerprint import legacy_json, seed_from, sha256_chunks
+from olas_utils.toa.features import Example
 from olas_utils.toa.heads import TOAModel
 
 __all__ = ["TrainConfig", "Selection", "CheckpointMismatchError", "size_batches", "collate", "train_model", "predict",
            "checkpoint_key", "examples_digest"]
 
 
-@dataclass(frozen=True)
+#: TrainConfig's augmentation arguments (and attributes) → their :class:`~olas_utils.augment.Augmentation` fields.
+_AUGMENTATION_ARGS = {"noise_p": "noise_p", "noise_std": "noise_std_ratio", "sink_p": "sink_p",
+                      "temperature_p": "temperature_p"}
+
+
+def _from_augmentation(name: str) -> property:
+    def get(self) -> float:
+        return getattr(self.augmentation, name)
+
+    get.__doc__ = f"``augmentation.{name}`` (read-only)."
+    return property(get)
+
+
+@dataclass(frozen=True, init=False)
 class TrainConfig:
     """Optimisation settings.
 
@@ -47,37 +62,54 @@ class TrainConfig:
         batch_size: examples per step (at most; batches hold one image size).
         lr: AdamW peak learning rate, decayed linearly to 0 over all steps.
         weight_decay: AdamW weight decay.
-        noise_p: probability per image of Gaussian-noise augmentation (paper 0.3).
-        noise_std: noise std as a fraction of each channel's std (paper 0.2).
         grad_clip: max gradient norm (0 = off).
-        sink_p: probability per image of highlighted sink columns (paper 0.3; default off).
-        temperature_p: probability per image of a random temperature τ ~ U(0.5, 2) (default off).
         seed: seeds initialisation, batch order, noise and dropout.
         checkpoint_every: steps between checkpoints (also written after the last step).
+        augmentation: the training augmentations (default
+            :data:`olas_utils.augment.PAPER_ADAPTER`: noise p 0.3, std 0.2 × the channel's std).
+
+    The arguments ``noise_p`` (probability per image of Gaussian noise, paper 0.3), ``noise_std`` (its std as
+    a fraction of each channel's std, paper 0.2), ``sink_p`` (highlighted sink columns, paper 0.3, default
+    off) and ``temperature_p`` (a random temperature τ ~ U(0.5, 2), default off) replace those settings of
+    ``augmentation`` and read back as attributes of the same names (also through :func:`dataclasses.replace`).
     """
 
     epochs: int = 10
     batch_size: int = 8
     lr: float = 1e-3
     weight_decay: float = 0.01
-    noise_p: float = 0.3
-    noise_std: float = 0.2
     grad_clip: float = 5.0
-    sink_p: float = 0.0
-    temperature_p: float = 0.0
     seed: int = 0
     checkpoint_every: int = 200
+    augmentation: Augmentation = PAPER_ADAPTER
 
-    def __post_init__(self) -> None:
+    def __init__(self, epochs: int = 10, batch_size: int = 8, lr: float = 1e-3, weight_decay: float = 0.01,
+                 noise_p: float | None = None, noise_std: float | None = None, grad_clip: float = 5.0,
+                 sink_p: float | None = None, temperature_p: float | None = None, seed: int = 0,
+                 checkpoint_every: int = 200, augmentation: Augmentation = PAPER_ADAPTER) -> None:
+        given = {"noise_p": noise_p, "noise_std": noise_std, "sink_p": sink_p, "temperature_p": temperature_p}
+        for name, value in given.items():
+            if value is not None and not (0 <= value <= 1 if name != "noise_std" else value >= 0):
+                raise ValueError(f"{name} must be {'>= 0' if name == 'noise_std' else 'in [0, 1]'}, got {value}")
+        if not isinstance(augmentation, Augmentation):
+            raise TypeError("augmentation must be an olas_utils.augment.Augmentation, got "
+                            f"{type(augmentation).__name__}")
+        changes = {_AUGMENTATION_ARGS[k]: v for k, v in given.items() if v is not None}
+        values = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay,
+                  "grad_clip": grad_clip, "seed": seed, "checkpoint_every": checkpoint_every,
+                  "augmentation": replace(augmentation, **changes) if changes else augmentation}
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
         if self.epochs < 1 or self.batch_size < 1 or self.checkpoint_every < 1:
             raise ValueError("epochs, batch_size and checkpoint_every must be >= 1")
-        for name in ("noise_p", "sink_p", "temperature_p"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if self.lr <= 0 or self.noise_std < 0 or self.weight_decay < 0 or self.grad_clip < 0:
-            raise ValueError("lr must be > 0 and noise_std, weight_decay, grad_clip >= 0; got "
-                             f"lr={self.lr}, noise_std={self.noise_std}, weight_decay={self.weight_decay}, "
-                             f"grad_clip={self.grad_clip}")
+        if self.lr <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
+            raise ValueError("lr must be > 0 and weight_decay, grad_clip >= 0; got "
+                             f"lr={self.lr}, weight_decay={self.weight_decay}, grad_clip={self.grad_clip}")
+
+    noise_p = _from_augmentation("noise_p")
+    noise_std = _from_augmentation("noise_std_ratio")
+    sink_p = _from_augmentation("sink_p")
+    temperature_p = _from_augmentation("temperature_p")
 
 
 @dataclass(frozen=True)
@@ -111,7 +143,8 @@ class CheckpointMismatchError(ValueError):
     """A checkpoint exists at the path but was written for other settings or data."""
 
 
-def size_batches(examples: Sequence[Example], batch_size: int, generator: torch.Generator | None = None) -> list[list[int]]:
+def size_batches(examples: Sequence[Example], batch_size: int,
+                 generator: torch.Generator | None = None) -> list[list[int]]:
     """Group example indices into batches of equal image size ``(L, W)``.
 
     Args:
@@ -156,42 +189,29 @@ def collate(examples: Sequence[Example]) -> dict[str, torch.Tensor]:
     return out
 
 
-def _seed(*parts) -> int:
-    """A 63-bit seed from ``parts`` that does not depend on Python's hash randomisation."""
-    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little") >> 1
-
-
-def _augment(images: torch.Tensor, cfg: TrainConfig, gen: torch.Generator) -> torch.Tensor:
-    from olas_utils.augment import apply_temperature, highlight_sink_columns
-
-    b = images.shape[0]
-    if cfg.temperature_p > 0 or cfg.sink_p > 0:
-        images = images.clone()
-        for i in range(b):
-            if cfg.temperature_p > 0 and float(torch.rand(1, generator=gen)) < cfg.temperature_p:
-                images[i] = apply_temperature(images[i].clamp_min(0), gen)
-            if cfg.sink_p > 0 and images.shape[-1] >= 2 and float(torch.rand(1, generator=gen)) < cfg.sink_p:
-                images[i] = highlight_sink_columns(images[i], gen)[0]
-    if cfg.noise_p <= 0 or cfg.noise_std <= 0:
-        return images
-    pick = torch.rand(b, generator=gen) < cfg.noise_p
-    noise = torch.randn(images.shape, generator=gen)
-    std = images.flatten(2).std(-1, correction=0)[..., None, None]  # (B, C, 1, 1); 0 for a 1×1 image
-    return images + pick[:, None, None, None].to(images.dtype) * noise * (cfg.noise_std * std)
-
-
-def _update_examples(h, examples: Sequence[Example]) -> None:
+def _example_bytes(examples: Sequence[Example]):
     for ex in examples:
         for t in (ex.image, ex.positions, ex.labels, ex.heads, ex.spans):
             if t is not None:
-                h.update(t.contiguous().numpy().tobytes())
+                yield t.contiguous().numpy().tobytes()
 
 
 def examples_digest(examples: Sequence[Example]) -> str:
     """SHA-256 of the examples' bytes (images, positions and gold targets)."""
-    h = hashlib.sha256()
-    _update_examples(h, examples)
-    return h.hexdigest()
+    return sha256_chunks(_example_bytes(examples))
+
+
+def _config_identity(cfg: TrainConfig) -> dict:
+    """``cfg`` in the key layout from before :class:`Augmentation` existed (its four settings beside the others),
+    so checkpoints written then stay valid; settings that layout lacked (column range, draw order) are added
+    under ``"augmentation"`` where they differ from :data:`~olas_utils.augment.PAPER_ADAPTER`."""
+    out = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "augmentation"}
+    aug = asdict(cfg.augmentation)
+    out.update({arg: aug.pop(name) for arg, name in _AUGMENTATION_ARGS.items()})
+    other = {k: v for k, v in aug.items() if v != getattr(PAPER_ADAPTER, k)}
+    if other:
+        out["augmentation"] = other
+    return out
 
 
 def checkpoint_key(model: TOAModel, cfg: TrainConfig, examples: Sequence[Example], extra: dict | None = None,
@@ -199,20 +219,18 @@ def checkpoint_key(model: TOAModel, cfg: TrainConfig, examples: Sequence[Example
     """SHA-256 identifying a training run: model architecture and size, optimisation
     settings, the training examples' bytes, ``extra`` (e.g. source model, task) and the
     selection rule and data, if any."""
-    h = hashlib.sha256()
     arch = {"kind": model.kind, "adapter": model.adapter.config.to_dict(),
             "params": [(n, tuple(p.shape)) for n, p in model.named_parameters()]}
     sel = None if selection is None else [selection.patience, selection.min_epochs, selection.identity]
-    parts = [arch, asdict(cfg), extra or {}] + ([sel] if sel else [])
-    h.update(json.dumps(parts, sort_keys=True, default=str).encode())
-    _update_examples(h, examples)
-    return h.hexdigest()
+    parts = [arch, _config_identity(cfg), extra or {}] + ([sel] if sel else [])
+    return sha256_chunks(itertools.chain([legacy_json(parts, default=str).encode("utf-8")], _example_bytes(examples)))
 
 
-def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, *, checkpoint: str | os.PathLike | None = None,
-                extra: dict | None = None, selection: Selection | None = None, device: str | torch.device = "cpu",
-                progress: bool = True, desc: str = "train") -> dict:
-    """Train ``model`` in place (its initial weights should come from ``torch.manual_seed(cfg.seed)``).
+def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, *,
+                checkpoint: str | os.PathLike | None = None, extra: dict | None = None,
+                selection: Selection | None = None, device: str | torch.device = "cpu", progress: bool = True,
+                desc: str = "train") -> dict:
+    """Train ``model`` in place (its initial weights should come from ``torch.manualseed_from(cfg.seed)``).
 
     Args:
         model: a :class:`~olas_utils.toa.heads.TOAModel`.
@@ -244,7 +262,7 @@ def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, 
     key = checkpoint_key(model, cfg, examples, extra, selection)
     model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    plan = [size_batches(examples, cfg.batch_size, torch.Generator().manual_seed(_seed(cfg.seed, "order", e)))
+    plan = [size_batches(examples, cfg.batch_size, torch.Generator().manual_seed(seed_from(cfg.seed, "order", e)))
             for e in range(cfg.epochs)]
     total = sum(len(p) for p in plan)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))
@@ -282,17 +300,17 @@ def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, 
     def save(done: bool) -> None:
         save_atomic({"key": key, "model": model.state_dict(), "optimizer": opt.state_dict(),
                       "scheduler": sched.state_dict(), "step": step, "losses_sum": losses_sum, "curve": curve,
-                      "best": best, "stopped": stopped, "done": done}, path)
+                      "best": best, "stopped": stopped, "done": done}, path, what="training checkpoint")
 
     model.train()
     try:
         while step < total and not stopped:
             epoch, idx = flat[step]
             batch = {k: v.to(device) for k, v in collate([examples[i] for i in idx]).items()}
-            gen = torch.Generator().manual_seed(_seed(cfg.seed, "noise", step))
-            images = _augment(batch["images"].cpu(), cfg, gen).to(device)
+            gen = torch.Generator().manual_seed(seed_from(cfg.seed, "noise", step))
+            images = augment_batch(batch["images"].cpu(), gen, cfg.augmentation).to(device)
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(_seed(cfg.seed, "dropout", step))
+                torch.manual_seed(seed_from(cfg.seed, "dropout", step))
                 out = model(images, batch["positions"], batch.get("spans"))
                 loss = model.loss(out, batch)
             if not torch.isfinite(loss):

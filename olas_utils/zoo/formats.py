@@ -19,15 +19,11 @@ from typing import Callable
 
 import torch
 
+from olas_utils.atomic import write_atomic, write_json_atomic
+from olas_utils.fingerprint import sha256_file, sha256_stream
 from olas_utils.zoo.folders import _work_dir
 from olas_utils.zoo.registry import ZooEntry
-from olas_utils.zoo.sources import (
-    _check_hash,
-    _ConcatReader,
-    _sha256_file,
-    _sha256_stream,
-    _zip_member_name,
-)
+from olas_utils.zoo.sources import _check_hash, _ConcatReader, _zip_member_name
 
 __all__ = ["PREPARERS"]
 
@@ -39,12 +35,12 @@ def _prepare_hf_folder(entry: ZooEntry, paths: list[Path], out: Path, cache: Pat
     src = paths[0]
     weights = src / entry.weights_file
     logger.info("%s: verifying %s", entry.name, weights)
-    actual = _sha256_file(weights)
+    actual = sha256_file(weights)
     _check_hash(entry, actual, str(weights), cache)
     logger.info("%s: copying %s", entry.name, src)
     shutil.copytree(src, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("desktop.ini", "__pycache__"))
     # the copy is what gets loaded: make sure it is the verified file
-    copied = _sha256_file(out / entry.weights_file)
+    copied = sha256_file(out / entry.weights_file)
     _check_hash(entry, copied, str(out / entry.weights_file), cache)
     return actual
 
@@ -68,7 +64,7 @@ def _prepare_zip_parts(entry: ZooEntry, paths: list[Path], out: Path, cache: Pat
             dest = out / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(info) as m, open(dest, "wb") as fh:
-                digest = _sha256_stream(m, fh)
+                digest = sha256_stream(m, fh)
             if info.filename == entry.weights_file:
                 actual = digest
     _check_hash(entry, actual, f"{out / entry.weights_file[len(top):]} "
@@ -80,22 +76,20 @@ def _assemble_gguf(entry: ZooEntry, paths: list[Path], cache: Path) -> tuple[Pat
     work = _work_dir(cache, entry.name)
     if entry.strategy == "gguf_file":
         logger.info("%s: verifying %s", entry.name, paths[0])
-        actual = _sha256_file(paths[0])
+        actual = sha256_file(paths[0])
         _check_hash(entry, actual, str(paths[0]), cache)
         return paths[0], actual
-    work.mkdir(parents=True, exist_ok=True)
     target = work / entry.weights_file
-    tmp = work / (entry.weights_file + f".tmp-{os.getpid()}")
     logger.info("%s: concatenating %d parts into %s", entry.name, len(paths), target)
-    try:
-        with _ConcatReader(paths) as r, open(tmp, "wb") as fh:
-            actual = _sha256_stream(r, fh)
-        _check_hash(entry, actual, f"{target} (concatenation of {', '.join(map(str, paths))})", cache)
-        os.replace(tmp, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    return target, actual
+    digest: list[str] = []
+
+    def concatenate(fh) -> None:  # a wrong hash raises before the rename: no file appears at target
+        with _ConcatReader(paths) as r:
+            digest.append(sha256_stream(r, fh))
+        _check_hash(entry, digest[0], f"{target} (concatenation of {', '.join(map(str, paths))})", cache)
+
+    write_atomic(target, concatenate, what="assembled GGUF file")
+    return target, digest[0]
 
 
 def _dequantise_gguf(gguf: Path, out: Path, entry_name: str) -> None:
@@ -122,7 +116,7 @@ def _dequantise_gguf(gguf: Path, out: Path, entry_name: str) -> None:
     cfg = json.loads((out / "config.json").read_text(encoding="utf-8"))
     if "quantization_config" in cfg:
         del cfg["quantization_config"]
-        (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        write_json_atomic(out / "config.json", cfg, what="model config", indent=2)
     del model
     _relax_permissions(out)
 
@@ -140,7 +134,7 @@ def _relax_permissions(folder: Path) -> None:
 def _verified_file(entry: ZooEntry, paths: list[Path], cache: Path) -> tuple[Path, str]:
     """The single source file of a one-file strategy, after checking its SHA-256."""
     logger.info("%s: verifying %s", entry.name, paths[0])
-    actual = _sha256_file(paths[0])
+    actual = sha256_file(paths[0])
     _check_hash(entry, actual, str(paths[0]), cache)
     return paths[0], actual
 

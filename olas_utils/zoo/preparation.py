@@ -6,7 +6,6 @@ preparer in a temporary folder, write the marker last, then move the folder into
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from olas_utils import settings
+from olas_utils.atomic import write_json_atomic
 from olas_utils.zoo.folders import (
     MARKER_FORMAT,
     MARKER_NAME,
@@ -120,7 +120,7 @@ def prepare(name: str, cache_dir: str | os.PathLike | None = None, force: bool =
                 "seconds": round(time.perf_counter() - t0, 1),
                 "notes": entry.notes,
             }
-            (tmp / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+            write_json_atomic(tmp / MARKER_NAME, marker, what="zoo marker file", indent=2, sort_keys=False)
             _install_folder(tmp, target, root)
         finally:
             if tmp.exists():

@@ -5,7 +5,6 @@ zip members read in place) against the pinned SHA-256. Writes nothing.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import sys
 import zipfile
@@ -13,14 +12,13 @@ from pathlib import Path
 from typing import Sequence
 
 from olas_utils import settings
+from olas_utils.fingerprint import sha256_file, sha256_stream
 from olas_utils.zoo.errors import HashMismatchError, ModelNotInstalledError, ZooError
 from olas_utils.zoo.folders import _work_dir
 from olas_utils.zoo.registry import SourceFile, ZooEntry, _normalise_dist, get_entry
 
 __all__ = ["locate_package_path", "check_installed", "verify_sources"]
 
-
-_CHUNK = 1 << 20  # 1 MiB read blocks when hashing / copying
 
 
 def _missing_error(entry: ZooEntry, missing: Sequence[str], detail: str) -> ModelNotInstalledError:
@@ -185,23 +183,6 @@ class _ConcatReader(io.RawIOBase):
         super().close()
 
 
-def _sha256_stream(fh, out=None) -> str:
-    h = hashlib.sha256()
-    while True:
-        block = fh.read(_CHUNK)
-        if not block:
-            break
-        h.update(block)
-        if out is not None:
-            out.write(block)
-    return h.hexdigest()
-
-
-def _sha256_file(path: Path) -> str:
-    with open(path, "rb") as fh:
-        return _sha256_stream(fh)
-
-
 def _check_hash(entry: ZooEntry, actual: str, what: str, cache: Path | None = None) -> None:
     if actual != entry.sha256:
         cache = settings.cache_dir(cache)
@@ -245,17 +226,17 @@ def verify_sources(name: str) -> str:
     paths = check_installed(name)
     if entry.strategy == "hf_folder":
         f = paths[0] / entry.weights_file
-        actual, what = _sha256_file(f), str(f)
+        actual, what = sha256_file(f), str(f)
     elif entry.strategy in ("gguf_file", "onnx_bert", "e5s1"):  # one file, hashed as it is
-        actual, what = _sha256_file(paths[0]), str(paths[0])
+        actual, what = sha256_file(paths[0]), str(paths[0])
     elif entry.strategy == "gguf_parts":
         with _ConcatReader(paths) as r:
-            actual = _sha256_stream(r)
+            actual = sha256_stream(r)
         what = f"{entry.weights_file} (concatenation of {', '.join(map(str, paths))})"
     else:  # zip_parts
         with _ConcatReader(paths) as r, zipfile.ZipFile(r) as zf:
             with zf.open(_zip_member_name(zf, entry.weights_file)) as m:
-                actual = _sha256_stream(m)
+                actual = sha256_stream(m)
         what = f"{entry.weights_file} inside the zip made of {', '.join(map(str, paths))}"
     _check_hash(entry, actual, what)
     return actual
