@@ -16,15 +16,15 @@ from typing import Iterator, Sequence
 import datasets
 
 from olas_utils.data.files import (
-    _STR_SEQ,
-    _canonical_split,
-    _columns,
-    _data_file,
+    STR_SEQ,
+    canonical_split,
+    to_columns,
+    data_file,
     RESTORE_HINT,
     DataFormatError,
-    _file_key,
-    _text_lines,
-    _to_dataset,
+    file_key,
+    text_lines,
+    to_dataset,
 )
 
 __all__ = ["load_conll2000", "iob1_to_iob2", "load_conll2003"]
@@ -49,7 +49,7 @@ def _column_sentences(path: Path, n_fields: int) -> Iterator[tuple[int, list[lis
         DataFormatError: a line breaking these rules, naming the file and the 1-based line.
     """
     doc, tokens, lineno = -1, [], 0
-    for lineno, line in _text_lines(path):
+    for lineno, line in text_lines(path):
         fields = line.split()
         if not fields or fields[0] == "-DOCSTART-":
             if tokens:
@@ -71,7 +71,7 @@ def _column_sentences(path: Path, n_fields: int) -> Iterator[tuple[int, list[lis
         yield doc, tokens
 
 
-_CONLL2000_FEATURES = datasets.Features({"words": _STR_SEQ, "pos": _STR_SEQ, "chunks": _STR_SEQ})
+_CONLL2000_FEATURES = datasets.Features({"words": STR_SEQ, "pos": STR_SEQ, "chunks": STR_SEQ})
 
 
 @functools.lru_cache(maxsize=16)
@@ -81,7 +81,7 @@ def _parse_conll2000(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
          "chunks": tuple(t[2] for t in toks)}
         for _, toks in _column_sentences(Path(path), 3)
     )
-    return _columns(rows, list(_CONLL2000_FEATURES))
+    return to_columns(rows, list(_CONLL2000_FEATURES))
 
 
 def load_conll2000(split: str, data_dir: str | os.PathLike | None = None, *,
@@ -107,9 +107,9 @@ def load_conll2000(split: str, data_dir: str | os.PathLike | None = None, *,
         DataChecksumError: the file is not the one the data folder's ``SHA256SUMS`` lists.
         FileNotFoundError: the data folder or the split's file is missing.
     """
-    canon = _canonical_split(split, {"train": "train", "test": "test"}, "CoNLL-2000")
-    path = _data_file(data_dir, f"conll2000/{canon}.txt", "CoNLL-2000", verify)
-    return _to_dataset(_parse_conll2000(*_file_key(path)), _CONLL2000_FEATURES)
+    canon = canonical_split(split, {"train": "train", "test": "test"}, "CoNLL-2000")
+    path = data_file(data_dir, f"conll2000/{canon}.txt", "CoNLL-2000", verify)
+    return to_dataset(_parse_conll2000(*file_key(path)), _CONLL2000_FEATURES)
 
 
 def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
@@ -144,7 +144,7 @@ def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
 
 
 _CONLL2003_FEATURES = datasets.Features({
-    "words": _STR_SEQ, "pos": _STR_SEQ, "chunks": _STR_SEQ, "ner_tags": _STR_SEQ,
+    "words": STR_SEQ, "pos": STR_SEQ, "chunks": STR_SEQ, "ner_tags": STR_SEQ,
     "doc_id": datasets.Value("int64"),
 })
 
@@ -157,7 +157,7 @@ def _parse_conll2003(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
          "ner_tags": tuple(iob1_to_iob2([t[3] for t in toks])), "doc_id": doc}
         for doc, toks in _column_sentences(Path(path), 4)
     )
-    return _columns(rows, list(_CONLL2003_FEATURES))
+    return to_columns(rows, list(_CONLL2003_FEATURES))
 
 
 _CONLL2003_SPLITS = {
@@ -194,6 +194,6 @@ def load_conll2003(split: str, data_dir: str | os.PathLike | None = None, *,
         DataChecksumError: the file is not the one the data folder's ``SHA256SUMS`` lists.
         FileNotFoundError: the data folder or the split's file is missing.
     """
-    canon = _canonical_split(split, _CONLL2003_SPLITS, "CoNLL-2003")
-    path = _data_file(data_dir, f"conll2003/eng.{canon}", "CoNLL-2003", verify)
-    return _to_dataset(_parse_conll2003(*_file_key(path)), _CONLL2003_FEATURES)
+    canon = canonical_split(split, _CONLL2003_SPLITS, "CoNLL-2003")
+    path = data_file(data_dir, f"conll2003/eng.{canon}", "CoNLL-2003", verify)
+    return to_dataset(_parse_conll2003(*file_key(path)), _CONLL2003_FEATURES)

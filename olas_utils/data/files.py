@@ -3,15 +3,15 @@
 Files are looked up under the folder :func:`olas_utils.settings.data_dir` resolves (argument,
 then ``$OLAS_DATA_DIR``, then ``../shared/data`` beside the project), with errors that say how
 to point OLAS elsewhere; ``data/README.md`` documents each dataset's provenance, licence,
-layout and download. Also: split aliases, text opening, rows -> Dataset, the parse-cache key.
+layout and download. Also: split aliases, strict text reading, rows -> Dataset, the parse-cache key.
 
 Integrity: every file a reader opens is checked against the ``SHA256SUMS`` of its data folder
-when that folder has one and lists the file (:func:`_verify_file`; each file hashed once per
+when that folder has one and lists the file (:func:`verify_file`; each file hashed once per
 process per path, size and modification time), so a cut or edited copy is never read as the
 shipped one. ``verify=False`` or ``OLAS_DATA_VERIFY=0`` skips the check for users' own edited
 copies, with one warning per file. Format errors are :class:`DataFormatError`, checksum errors
 :class:`DataChecksumError` (both ``ValueError``), each naming the file (and the 1-based line)
-and what to do; :func:`_text_lines` reads lines strictly (a leading BOM stripped, one inside the
+and what to do; :func:`text_lines` reads lines strictly (a leading BOM stripped, one inside the
 file refused, invalid UTF-8 refused).
 """
 
@@ -29,8 +29,13 @@ import datasets
 
 from olas_utils.settings import data_dir as _resolve_data_dir
 
-_STR_SEQ = datasets.List(datasets.Value("string"))
-_INT_SEQ = datasets.List(datasets.Value("int64"))
+__all__ = [
+    "DataFormatError", "DataChecksumError", "RESTORE_HINT", "STR_SEQ", "INT_SEQ", "verify_enabled", "verify_file",
+    "text_lines", "canonical_split", "data_file", "file_key", "to_dataset", "to_columns",
+]
+
+STR_SEQ = datasets.List(datasets.Value("string"))
+INT_SEQ = datasets.List(datasets.Value("int64"))
 
 #: what a damaged or cut data file's error tells the user to do
 RESTORE_HINT = ("restore the original file (data/README.md says where each dataset comes from), or pass "
@@ -45,7 +50,7 @@ class DataChecksumError(ValueError):
     """A data file whose SHA-256 is not the one its data folder's ``SHA256SUMS`` lists."""
 
 
-def _verify_enabled(verify: bool | None) -> bool:
+def verify_enabled(verify: bool | None) -> bool:
     """``verify`` if given, else ``$OLAS_DATA_VERIFY`` (``0``/``false``/``no``/``off`` turn it off), else True.
 
     Raises:
@@ -110,7 +115,7 @@ def _read_sums(path: str, _mtime_ns: int, _size: int) -> dict[str, str]:
     return out
 
 
-def _verify_file(path: Path, dataset: str, *, root: Path | None = None, verify: bool | None = None) -> None:
+def verify_file(path: Path, dataset: str, *, root: Path | None = None, verify: bool | None = None) -> None:
     """Check ``path`` against ``root/SHA256SUMS`` (``root`` None: the nearest ``SHA256SUMS`` in the
     file's folder or one above it) when that listing names the file; nothing to check otherwise.
 
@@ -120,7 +125,7 @@ def _verify_file(path: Path, dataset: str, *, root: Path | None = None, verify: 
         DataFormatError: the ``SHA256SUMS`` file is malformed.
         ValueError: a bad ``$OLAS_DATA_VERIFY``.
     """
-    if not _verify_enabled(verify):
+    if not verify_enabled(verify):
         _warn_unverified(path, dataset)
         return
     path = path.resolve()
@@ -135,10 +140,10 @@ def _verify_file(path: Path, dataset: str, *, root: Path | None = None, verify: 
         rel = path.relative_to(folder).as_posix()
     except ValueError:
         return
-    expected = _read_sums(*_file_key(sums)).get(rel)
+    expected = _read_sums(*file_key(sums)).get(rel)
     if expected is None:
         return
-    actual = _sha256_of(*_file_key(path))
+    actual = _sha256_of(*file_key(path))
     if actual != expected:
         raise DataChecksumError(
             f"{dataset}: {path} is not the file {sums} lists: its SHA-256 is {actual}, expected {expected}. "
@@ -147,7 +152,7 @@ def _verify_file(path: Path, dataset: str, *, root: Path | None = None, verify: 
         )
 
 
-def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
     """``(1-based line number, line without its line end)`` of a UTF-8 text file, read strictly.
 
     A byte-order mark opening the file is dropped; CRLF / CR line ends are read as ``\\n``.
@@ -172,7 +177,7 @@ def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
                               f"{RESTORE_HINT}") from None
 
 
-def _canonical_split(split: str, aliases: Mapping[str, str], dataset: str) -> str:
+def canonical_split(split: str, aliases: Mapping[str, str], dataset: str) -> str:
     """Map a split name or alias (case-insensitive) to the dataset's own split name.
 
     Raises:
@@ -193,9 +198,9 @@ def _missing_file_message(path: Path, root: Path, dataset: str) -> str:
     )
 
 
-def _data_file(data_dir: str | os.PathLike | None, relpath: str, dataset: str, verify: bool | None = None) -> Path:
+def data_file(data_dir: str | os.PathLike | None, relpath: str, dataset: str, verify: bool | None = None) -> Path:
     """``<data folder>/<relpath>``, checked to exist and (unless ``verify`` is off) against the
-    data folder's ``SHA256SUMS`` when present (:func:`_verify_file`).
+    data folder's ``SHA256SUMS`` when present (:func:`verify_file`).
 
     Raises:
         FileNotFoundError: if the data folder or the file is missing (naming both and how
@@ -206,30 +211,39 @@ def _data_file(data_dir: str | os.PathLike | None, relpath: str, dataset: str, v
     path = root / relpath
     if not path.is_file():
         raise FileNotFoundError(_missing_file_message(path, root, dataset))
-    _verify_file(path, dataset, root=root, verify=verify)
+    verify_file(path, dataset, root=root, verify=verify)
     return path
 
 
-def _file_key(path: Path) -> tuple[str, int, int]:
-    """Cache key for a file: its path, modification time and size."""
+def file_key(path: Path) -> tuple[str, int, int]:
+    """Cache key for a file: its path, modification time and size.
+
+    Raises:
+        OSError: if the file cannot be stat'ed (e.g. FileNotFoundError).
+    """
     st = path.stat()
     return str(path), st.st_mtime_ns, st.st_size
 
 
-def _to_dataset(columns: Mapping[str, Sequence], features: datasets.Features) -> datasets.Dataset:
-    """A fresh in-memory Dataset (Arrow copies the data, so cached columns stay private)."""
+def to_dataset(columns: Mapping[str, Sequence], features: datasets.Features) -> datasets.Dataset:
+    """A fresh in-memory Dataset (Arrow copies the data, so cached columns stay private).
+
+    Raises:
+        KeyError: if ``columns`` lacks one of the features.
+    """
     return datasets.Dataset.from_dict({k: list(columns[k]) for k in features}, features=features)
 
 
-def _columns(rows: Iterable[Mapping], names: Sequence[str]) -> dict[str, tuple]:
-    """Turn row dicts into immutable column tuples."""
+def to_columns(rows: Iterable[Mapping], names: Sequence[str]) -> dict[str, tuple]:
+    """Turn row dicts into immutable column tuples (rows are consumed as they come, so a reader's
+    errors surface here).
+
+    Raises:
+        KeyError: if a row lacks one of ``names``.
+    """
     cols: dict[str, list] = {n: [] for n in names}
     for row in rows:
         for n in names:
             cols[n].append(row[n])
     return {n: tuple(v) for n, v in cols.items()}
 
-
-def _open_text(path: Path):
-    """Open a text file as UTF-8 (BOM tolerated), with CRLF/CR line ends read as ``\\n``."""
-    return open(path, encoding="utf-8-sig", newline=None)

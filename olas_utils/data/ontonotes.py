@@ -14,7 +14,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 import datasets
 
-from olas_utils.data.files import _STR_SEQ, _canonical_split, _columns, _to_dataset, _verify_enabled, _verify_file
+from olas_utils.data.files import STR_SEQ, canonical_split, to_columns, to_dataset, verify_enabled, verify_file
 
 __all__ = ["ONTONOTES_NER_LABELS", "ONTONOTES_POS_LABELS", "load_conll2012_ontonotes"]
 
@@ -41,7 +41,7 @@ ONTONOTES_POS_LABELS: tuple[str, ...] = (
 
 _ONTONOTES_FEATURES = datasets.Features({
     "document_id": datasets.Value("string"), "part_id": datasets.Value("int64"),
-    "words": _STR_SEQ, "pos_tags": _STR_SEQ, "ner_tags": _STR_SEQ,
+    "words": STR_SEQ, "pos_tags": STR_SEQ, "ner_tags": STR_SEQ,
 })
 _ONTONOTES_SPLIT_NAMES = {
     "train": ("train",), "validation": ("validation", "dev", "valid"), "test": ("test",),
@@ -183,12 +183,12 @@ def _ontonotes_documents(path: Path, split: str | None) -> tuple[Iterable[Mappin
 
 def _verify_tree(path: Path, verify: bool | None) -> None:
     """Check ``path`` (a file, or every file under a folder) against the nearest ``SHA256SUMS``
-    that lists it (:func:`olas_utils.data.files._verify_file`); warns once when verification is off."""
-    if not _verify_enabled(verify) or path.is_file():
-        _verify_file(path, "CoNLL-2012 OntoNotes", verify=verify)
+    that lists it (:func:`olas_utils.data.files.verify_file`); warns once when verification is off."""
+    if not verify_enabled(verify) or path.is_file():
+        verify_file(path, "CoNLL-2012 OntoNotes", verify=verify)
         return
     for f in sorted(p for p in path.rglob("*") if p.is_file() and p.name != "SHA256SUMS"):
-        _verify_file(f, "CoNLL-2012 OntoNotes", verify=True)
+        verify_file(f, "CoNLL-2012 OntoNotes", verify=True)
 
 
 def load_conll2012_ontonotes(path_or_split_dir: str | os.PathLike,
@@ -235,10 +235,10 @@ def load_conll2012_ontonotes(path_or_split_dir: str | os.PathLike,
             f"CoNLL-2012 OntoNotes data {path} not found. OntoNotes is not in the offline "
             f"data; pass the folder or file of an HF conll2012_ontonotesv5 (english_v4) copy "
             f"(see data/README.md)")
-    canon = None if split is None else _canonical_split(split, _ONTONOTES_SPLITS, "CoNLL-2012")
+    canon = None if split is None else canonical_split(split, _ONTONOTES_SPLITS, "CoNLL-2012")
     _verify_tree(path, verify)
     documents, features = _ontonotes_documents(path, canon)
     pos_names = _label_names(features, "pos_tags") or ONTONOTES_POS_LABELS
     ner_names = _label_names(features, "named_entities") or ONTONOTES_NER_LABELS
     rows = _ontonotes_rows(documents, pos_names, ner_names)
-    return _to_dataset(_columns(rows, list(_ONTONOTES_FEATURES)), _ONTONOTES_FEATURES)
+    return to_dataset(to_columns(rows, list(_ONTONOTES_FEATURES)), _ONTONOTES_FEATURES)

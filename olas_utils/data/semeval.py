@@ -16,16 +16,16 @@ from typing import Iterator
 import datasets
 
 from olas_utils.data.files import (
-    _INT_SEQ,
-    _STR_SEQ,
-    _canonical_split,
-    _columns,
-    _data_file,
+    INT_SEQ,
+    STR_SEQ,
+    canonical_split,
+    to_columns,
+    data_file,
     RESTORE_HINT,
     DataFormatError,
-    _file_key,
-    _text_lines,
-    _to_dataset,
+    file_key,
+    text_lines,
+    to_dataset,
 )
 
 __all__ = ["SEMEVAL_LABELS", "tokenize_semeval", "load_semeval2010_task8"]
@@ -113,7 +113,7 @@ def _semeval_blocks(path: Path) -> Iterator[tuple[int, list[str]]]:
         DataFormatError: anything else, naming the file and the 1-based line.
     """
     block, start = [], 0
-    for lineno, line in _text_lines(path):
+    for lineno, line in text_lines(path):
         line = line.rstrip("\r")
         blank = not line.strip()
         if len(block) == 3:
@@ -167,7 +167,7 @@ def _semeval_row(path: Path, lineno: int, block: list[str]) -> dict:
 
 
 _SEMEVAL_FEATURES = datasets.Features({
-    "id": datasets.Value("string"), "words": _STR_SEQ, "e1_span": _INT_SEQ, "e2_span": _INT_SEQ,
+    "id": datasets.Value("string"), "words": STR_SEQ, "e1_span": INT_SEQ, "e2_span": INT_SEQ,
     "label": datasets.Value("string"), "relation": datasets.Value("string"),
     "direction": datasets.Value("string"),
 })
@@ -177,7 +177,7 @@ _SEMEVAL_FEATURES = datasets.Features({
 def _parse_semeval(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
     p = Path(path)
     rows = (_semeval_row(p, n, b) for n, b in _semeval_blocks(p))
-    return _columns(rows, list(_SEMEVAL_FEATURES))
+    return to_columns(rows, list(_SEMEVAL_FEATURES))
 
 
 _SEMEVAL_FILES = {
@@ -214,6 +214,6 @@ def load_semeval2010_task8(split: str, data_dir: str | os.PathLike | None = None
         DataChecksumError: the file is not the one the data folder's ``SHA256SUMS`` lists.
         FileNotFoundError: the data folder or the split's file is missing.
     """
-    canon = _canonical_split(split, {"train": "train", "test": "test"}, "SemEval-2010 Task 8")
-    path = _data_file(data_dir, _SEMEVAL_FILES[canon], "SemEval-2010 Task 8", verify)
-    return _to_dataset(_parse_semeval(*_file_key(path)), _SEMEVAL_FEATURES)
+    canon = canonical_split(split, {"train": "train", "test": "test"}, "SemEval-2010 Task 8")
+    path = data_file(data_dir, _SEMEVAL_FILES[canon], "SemEval-2010 Task 8", verify)
+    return to_dataset(_parse_semeval(*file_key(path)), _SEMEVAL_FEATURES)

@@ -19,23 +19,23 @@ import datasets
 from olas_utils.data.files import (
     RESTORE_HINT,
     DataFormatError,
-    _INT_SEQ,
-    _STR_SEQ,
-    _canonical_split,
-    _columns,
-    _data_file,
-    _file_key,
-    _text_lines,
-    _to_dataset,
-    _verify_file,
+    INT_SEQ,
+    STR_SEQ,
+    canonical_split,
+    to_columns,
+    data_file,
+    file_key,
+    text_lines,
+    to_dataset,
+    verify_file,
 )
 
 __all__ = ["read_conllu", "load_ud_ewt"]
 
 
 _UD_FEATURES = datasets.Features({
-    "sent_id": datasets.Value("string"), "text": datasets.Value("string"), "words": _STR_SEQ,
-    "upos": _STR_SEQ, "xpos": _STR_SEQ, "heads": _INT_SEQ, "deprels": _STR_SEQ,
+    "sent_id": datasets.Value("string"), "text": datasets.Value("string"), "words": STR_SEQ,
+    "upos": STR_SEQ, "xpos": STR_SEQ, "heads": INT_SEQ, "deprels": STR_SEQ,
 })
 
 
@@ -56,7 +56,7 @@ def _conllu_blocks(path: Path) -> Iterator[tuple[list[int], list[str], bool]]:
     nums: list[int] = []
     lines: list[str] = []
     expect = 1
-    for lineno, line in _text_lines(path):
+    for lineno, line in text_lines(path):
         if not line.strip():
             if lines:
                 yield nums, lines, True
@@ -157,7 +157,7 @@ def _conllu_rows(path: Path) -> Iterator[dict]:
 
 @functools.lru_cache(maxsize=16)
 def _parse_conllu(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
-    return _columns(_conllu_rows(Path(path)), list(_UD_FEATURES))
+    return to_columns(_conllu_rows(Path(path)), list(_UD_FEATURES))
 
 
 def read_conllu(path: str | os.PathLike, *, verify: bool | None = None) -> datasets.Dataset:
@@ -192,8 +192,8 @@ def read_conllu(path: str | os.PathLike, *, verify: bool | None = None) -> datas
     p = Path(path).expanduser().resolve()
     if not p.is_file():
         raise FileNotFoundError(f"CoNLL-U file {p} not found")
-    _verify_file(p, "CoNLL-U", verify=verify)
-    return _to_dataset(_parse_conllu(*_file_key(p)), _UD_FEATURES)
+    verify_file(p, "CoNLL-U", verify=verify)
+    return to_dataset(_parse_conllu(*file_key(p)), _UD_FEATURES)
 
 
 _EWT_SPLITS = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}
@@ -221,6 +221,6 @@ def load_ud_ewt(split: str, data_dir: str | os.PathLike | None = None, *,
         DataChecksumError: the file is not the one the data folder's ``SHA256SUMS`` lists.
         FileNotFoundError: the data folder or the split's file is missing.
     """
-    canon = _canonical_split(split, _EWT_SPLITS, "UD English-EWT")
-    path = _data_file(data_dir, f"ud_english_ewt/en_ewt-ud-{canon}.conllu", "UD English-EWT", verify)
-    return _to_dataset(_parse_conllu(*_file_key(path)), _UD_FEATURES)
+    canon = canonical_split(split, _EWT_SPLITS, "UD English-EWT")
+    path = data_file(data_dir, f"ud_english_ewt/en_ewt-ud-{canon}.conllu", "UD English-EWT", verify)
+    return to_dataset(_parse_conllu(*file_key(path)), _UD_FEATURES)

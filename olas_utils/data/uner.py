@@ -15,22 +15,22 @@ from typing import Iterator
 import datasets
 
 from olas_utils.data.files import (
-    _STR_SEQ,
-    _canonical_split,
-    _columns,
-    _data_file,
+    STR_SEQ,
+    canonical_split,
+    to_columns,
+    data_file,
     RESTORE_HINT,
     DataFormatError,
-    _file_key,
-    _text_lines,
-    _to_dataset,
+    file_key,
+    text_lines,
+    to_dataset,
 )
 
 __all__ = ["load_uner_ewt"]
 
 
 _UNER_FEATURES = datasets.Features(
-    {"sent_id": datasets.Value("string"), "words": _STR_SEQ, "ner_tags": _STR_SEQ}
+    {"sent_id": datasets.Value("string"), "words": STR_SEQ, "ner_tags": STR_SEQ}
 )
 _UNER_TOKEN_LINE = re.compile(r"^\d+\t")
 
@@ -51,7 +51,7 @@ def _uner_sentences(path: Path) -> Iterator[dict]:
             malformed tag, or a file cut inside a sentence (file and 1-based line named).
     """
     sent_id, text, words, tags, n, lineno = None, None, [], [], 0, 0
-    for lineno, line in _text_lines(path):
+    for lineno, line in text_lines(path):
         if not line.strip():
             if words:
                 yield {"sent_id": sent_id or str(n), "words": tuple(words), "ner_tags": tuple(tags)}
@@ -86,7 +86,7 @@ def _uner_sentences(path: Path) -> Iterator[dict]:
 
 @functools.lru_cache(maxsize=8)
 def _parse_uner(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
-    return _columns(_uner_sentences(Path(path)), list(_UNER_FEATURES))
+    return to_columns(_uner_sentences(Path(path)), list(_UNER_FEATURES))
 
 
 _UNER_SPLITS = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}
@@ -119,10 +119,10 @@ def load_uner_ewt(split: str, data_dir: str | os.PathLike | None = None, *,
         FileNotFoundError: the data folder or the split's file is missing; for the train
             split the message says it is not available offline and how to download it.
     """
-    canon = _canonical_split(split, _UNER_SPLITS, "UNER English-EWT")
+    canon = canonical_split(split, _UNER_SPLITS, "UNER English-EWT")
     name = f"uner_english_ewt/en_ewt-ud-{canon}.iob2"
     try:
-        path = _data_file(data_dir, name, "UNER English-EWT", verify)
+        path = data_file(data_dir, name, "UNER English-EWT", verify)
     except FileNotFoundError as e:
         if canon != "train":
             raise
@@ -132,4 +132,4 @@ def load_uner_ewt(split: str, data_dir: str | os.PathLike | None = None, *,
             f"With internet access, download en_ewt-ud-train.iob2 from {_UNER_URL} into "
             f"the uner_english_ewt/ folder (recipe in data/README.md)."
         ) from None
-    return _to_dataset(_parse_uner(*_file_key(path)), _UNER_FEATURES)
+    return to_dataset(_parse_uner(*file_key(path)), _UNER_FEATURES)
