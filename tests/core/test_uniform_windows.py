@@ -155,3 +155,50 @@ def test_gemma3_long_input_neutral_reference_is_windowed(zoo_model, long_words):
     clark, _ = pool_to_words(sub_u["layer:0"][0], wid, w, pooling="clark")
     assert torch.equal(uni["layer:0"][0] > 0, clark > 0)
     assert not torch.equal(uni["layer:0"][0] > 0, torch.ones(w, w).tril().bool())  # the window shows
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_tiny_gemma3_support_equals_its_attention(bidirectional):
+    # a random 4-layer Gemma 3 with mixed layers and sliding_window=4 (bidirectional: its config
+    # halves it to 3, then |i - j| < 3), on 12 tokens, far past the window
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from olas_utils.architecture import attention_windows, is_causal_model
+
+    torch.manual_seed(0)
+    cfg = Gemma3TextConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=64,
+                           sliding_window=4, use_bidirectional_attention=bidirectional,
+                           layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                           architectures=["Gemma3ForCausalLM"])
+    cfg._attn_implementation = "eager"
+    model = Gemma3ForCausalLM(cfg).eval()
+    causal = is_causal_model(model)
+    assert causal is not bidirectional
+    windows = attention_windows(model.config, causal=causal)
+    assert windows == ((4, None, 4, None) if causal else (3, None, 3, None))
+    ids = torch.randint(4, 64, (1, 12))
+    with torch.no_grad():
+        att = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True).attentions
+    for i, w in enumerate(windows):
+        uni = uniform_attention(torch.ones(1, 12), causal=causal, window=w)[0]
+        assert torch.equal(att[i][0].mean(0) > 0, uni > 0), i
+        torch.testing.assert_close(uni.double(), _hand_uniform(12, causal, w), rtol=0, atol=1e-7)
+
+
+def test_attention_windows_of_other_configs():
+    from transformers import BertConfig, LlamaConfig, MistralConfig, Qwen2Config
+
+    from olas_utils.architecture import attention_windows
+
+    assert attention_windows(BertConfig(num_hidden_layers=3), causal=False) == (None,) * 3
+    assert attention_windows(LlamaConfig(num_hidden_layers=2), causal=True) == (None, None)
+    assert attention_windows(MistralConfig(num_hidden_layers=2, sliding_window=7), causal=True) == (7, 7)
+    assert attention_windows(MistralConfig(num_hidden_layers=2, sliding_window=None), causal=True) == (None, None)
+    assert attention_windows(Qwen2Config(num_hidden_layers=2, sliding_window=7), causal=True) == (None, None)
+    q = Qwen2Config(num_hidden_layers=3, sliding_window=7, use_sliding_window=True, max_window_layers=1)
+    assert attention_windows(q, causal=True) == (None, 7, 7)
+    odd = LlamaConfig(num_hidden_layers=2)
+    odd.layer_types = ["full_attention", "linear_attention"]
+    with pytest.raises(ValueError, match="linear_attention"):
+        attention_windows(odd, causal=True)
