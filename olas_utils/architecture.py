@@ -26,8 +26,8 @@ from typing import Any
 import torch
 
 __all__ = ["HookSpec", "HOOK_SPECS", "UNSUPPORTED_ATTENTION", "num_attention_layers", "is_causal_config",
-           "attention_windows", "is_causal_model", "declared_bidirectional", "capture_path", "check_model", "check_tokenizer",
-           "attention_configs", "missing_eager_attention"]
+           "attention_windows", "is_causal_model", "declared_bidirectional", "capture_path", "check_model",
+           "check_tokenizer", "attention_configs", "missing_eager_attention"]
 
 
 @dataclass(frozen=True)

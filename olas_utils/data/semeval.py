@@ -17,14 +17,14 @@ import datasets
 
 from olas_utils.data.files import (
     INT_SEQ,
-    STR_SEQ,
-    canonical_split,
-    to_columns,
-    data_file,
     RESTORE_HINT,
+    STR_SEQ,
     DataFormatError,
+    canonical_split,
+    data_file,
     file_key,
     text_lines,
+    to_columns,
     to_dataset,
 )
 

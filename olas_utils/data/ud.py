@@ -17,15 +17,15 @@ from typing import Iterator
 import datasets
 
 from olas_utils.data.files import (
-    RESTORE_HINT,
-    DataFormatError,
     INT_SEQ,
+    RESTORE_HINT,
     STR_SEQ,
+    DataFormatError,
     canonical_split,
-    to_columns,
     data_file,
     file_key,
     text_lines,
+    to_columns,
     to_dataset,
     verify_file,
 )

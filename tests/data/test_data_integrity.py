@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from olas_utils.data import files as data_files
 from olas_utils.data import (
     load_conll2000,
     load_conll2003,
@@ -24,7 +25,6 @@ from olas_utils.data import (
     load_uner_ewt,
     read_conllu,
 )
-from olas_utils.data import files as data_files
 from olas_utils.settings import data_dir
 
 REAL = data_dir()
