@@ -37,9 +37,10 @@ __all__ = [
 STR_SEQ = datasets.List(datasets.Value("string"))
 INT_SEQ = datasets.List(datasets.Value("int64"))
 
-#: what a damaged or cut data file's error tells the user to do
-RESTORE_HINT = ("restore the original file (data/README.md says where each dataset comes from), or pass "
-                "verify=False / set OLAS_DATA_VERIFY=0 only for a copy you edited on purpose")
+#: what a damaged or cut data file's format error tells the user to do (verify=False skips only
+#: the checksum, never the format checks)
+RESTORE_HINT = ("restore the original file (data/README.md says where each dataset comes from), or repair "
+                "your own copy at that line")
 
 
 class DataFormatError(ValueError):
