@@ -202,3 +202,20 @@ def test_attention_windows_of_other_configs():
     odd.layer_types = ["full_attention", "linear_attention"]
     with pytest.raises(ValueError, match="linear_attention"):
         attention_windows(odd, causal=True)
+
+
+def test_maps_keep_their_windows_through_save_and_load(tmp_path):
+    from olas_utils.maps import OLAMaps
+
+    eye = torch.eye(3)
+    m = OLAMaps(maps={"layer:0": [eye]}, tokens=[["a", "b", "c"]], words=[["a", "b", "c"]],
+                word_ids=[torch.tensor([0, 1, 2])], model_name="x", num_layers=2, is_causal=True, level="subword",
+                capture_path="p", dtype="float32", windows=(2, None))
+    back = OLAMaps.load(m.save(tmp_path / "m.pt"))
+    assert back.windows == (2, None)
+    # layer 0 has a window of 2: query 2 sees tokens 1, 2 (1/2 each), so the identity lifts to 2 there
+    torch.testing.assert_close(back.to_words()["layer:0"][0], torch.diag(torch.tensor([1.0, 2.0, 2.0])))
+    data = torch.load(tmp_path / "m.pt", weights_only=True)
+    del data["windows"]  # a file written before windows were recorded
+    torch.save(data, tmp_path / "old.pt")
+    assert OLAMaps.load(tmp_path / "old.pt").windows is None
