@@ -1,7 +1,8 @@
 """What OLAS needs to know about a model before capturing it, read from the model and its
 config (never from a list of model names): the number of attention layers N
 (:func:`num_attention_layers`), whether attention is causal (:func:`is_causal_config`,
-:func:`is_causal_model`), which capture path fits it (:func:`capture_path`, with the
+:func:`is_causal_model`), each layer's sliding attention window (:func:`attention_windows`),
+which capture path fits it (:func:`capture_path`, with the
 per-architecture :data:`HOOK_SPECS` as data), and whether it can be captured at all
 (:func:`check_model`: plain ``torch.nn`` modules, models without self-attention,
 encoder-decoders and architectures whose attention is not one T×T map over the input
@@ -25,8 +26,8 @@ from typing import Any
 import torch
 
 __all__ = ["HookSpec", "HOOK_SPECS", "UNSUPPORTED_ATTENTION", "num_attention_layers", "is_causal_config",
-           "is_causal_model", "declared_bidirectional", "capture_path", "check_model", "check_tokenizer",
-           "attention_configs", "missing_eager_attention"]
+           "attention_windows", "is_causal_model", "declared_bidirectional", "capture_path", "check_model",
+           "check_tokenizer", "attention_configs", "missing_eager_attention"]
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,53 @@ def is_causal_model(model: torch.nn.Module) -> bool:
     if type(model).__name__.endswith(_CAUSAL_ARCH_SUFFIXES):
         return True
     return is_causal_config(model.config)
+
+
+def attention_windows(config, *, causal: bool) -> tuple[int | None, ...]:
+    """Each layer's sliding attention window, read from a ``transformers`` config (None: full attention).
+
+    A layer of ``config.layer_types`` marked ``"sliding_attention"``, or every layer of a
+    config with a ``sliding_window`` and no ``layer_types`` (Mistral-like; not when
+    ``use_sliding_window`` is False), attends within a window of ``w`` positions: on a causal
+    model query ``i`` sees keys ``j`` with ``i - w < j <= i`` (``w = sliding_window``, as in
+    transformers' ``sliding_window_overlay``: ``kv_idx > q_idx - sliding_window``, so ``w`` keys
+    including itself); on a bidirectional one ``|i - j| < w`` (Gemma 3 with
+    ``use_bidirectional_attention``: ``w = sliding_window``, its ``_bidirectional_window_overlay``;
+    otherwise transformers' ``sliding_window_bidirectional_overlay``, ``|i - j| <= sliding_window``,
+    so ``w = sliding_window + 1``). Used by the uniform control and the neutral-pooling reference
+    (:mod:`olas_utils.uniform`).
+
+    Args:
+        config: a ``PretrainedConfig`` (its text config is read).
+        causal: whether the model attends causally (:func:`is_causal_model`).
+
+    Returns:
+        One entry per layer (``num_hidden_layers``): an int ``w >= 1`` or None.
+
+    Raises:
+        ValueError: a layer type other than full or sliding attention (its T×T uniform
+            attention is not defined here), layer types not matching the number of layers,
+            or a sliding layer without a positive integer ``sliding_window``.
+    """
+    cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
+    n = getattr(cfg, "num_hidden_layers", None)
+    sw = getattr(cfg, "sliding_window", None)
+    types = getattr(cfg, "layer_types", None)
+    if types is None:
+        sliding = sw is not None and getattr(cfg, "use_sliding_window", True) is not False
+        types = ["sliding_attention" if sliding else "full_attention"] * int(n or 0)
+    if n is not None and len(types) != n:
+        raise ValueError(f"config.layer_types has {len(types)} entries for {n} layers")
+    unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
+    if unknown:
+        raise ValueError(f"layer types {unknown} are neither full nor sliding-window attention: OLAS cannot tell "
+                         "which positions each query sees (needed by the uniform control and neutral pooling)")
+    if "sliding_attention" not in types:
+        return (None,) * len(types)
+    if isinstance(sw, bool) or not isinstance(sw, int) or sw < 1:
+        raise ValueError(f"the config has sliding-window layers but sliding_window={sw!r}")
+    w = sw if causal or getattr(cfg, "use_bidirectional_attention", False) else sw + 1
+    return tuple(w if t == "sliding_attention" else None for t in types)
 
 
 def capture_path(model: torch.nn.Module) -> str:

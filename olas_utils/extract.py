@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from olas_utils.align import POOLINGS, tokenize_words
 from olas_utils.architecture import (
-    check_model, check_tokenizer, declared_bidirectional, is_causal_model, num_attention_layers,
+    attention_windows, check_model, check_tokenizer, declared_bidirectional, is_causal_model, num_attention_layers,
 )
 from olas_utils.capture import AttentionCapture
 from olas_utils.ola import OrderAccumulator, check_orders
@@ -230,6 +230,7 @@ def extract_ola(
         model.to(resolve_device(device))
     dev = next(model.parameters()).device
     causal = is_causal_model(model)
+    windows = attention_windows(model.config, causal=causal)
 
     check_tokenizer(model, tokenizer)
     batch_all = tokenize_words(tokenizer, sentences, max_length=max_tokens(model, tokenizer), truncation=truncation)
@@ -254,9 +255,8 @@ def extract_ola(
                 # float64, like uniform_reference: neutral pooling then gives exactly 1
                 acc = OrderAccumulator(max_order=max(wanted), keep_layers=layer_idx, rollout=rollout,
                                        num_layers=n_layers, dtype=torch.float64)
-                u = uniform_attention(inputs["attention_mask"], causal=causal).double()
-                for _ in range(n_layers):
-                    acc.add_layer(u)
+                for w in windows:  # each layer's own sliding window (None: full attention)
+                    acc.add_layer(uniform_attention(inputs["attention_mask"], causal=causal, window=w).double())
             else:
                 acc = cap.forward(**inputs)
                 if cap.observed_causal is not None and cap.observed_causal != causal:
@@ -283,5 +283,6 @@ def extract_ola(
         capture_path="uniform attention (no forward pass)" if uniform else cap.path,
         dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
         attention=attention,
+        windows=windows,
     )
     return res.to_words(pooling) if level == "word" else res

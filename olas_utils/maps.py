@@ -38,6 +38,10 @@ class OLAMaps:
         pooling: word level only: the pooling rule (``"neutral"`` or ``"clark"``, see
             :func:`~olas_utils.align.pool_to_words`); None at subword level.
         attention: ``"model"`` or ``"uniform"`` (the tokenizer-only control).
+        windows: each layer's sliding attention window
+            (:func:`olas_utils.architecture.attention_windows`; None entries: full attention),
+            used by neutral pooling's reference; None: every layer attends fully (also for maps
+            saved before windows were recorded).
     """
 
     maps: dict[str, list[torch.Tensor]]
@@ -54,6 +58,7 @@ class OLAMaps:
     library_version: str = __version__
     pooling: str | None = None
     attention: str = "model"
+    windows: tuple[int | None, ...] | None = None
 
     def __getitem__(self, key: str) -> list[torch.Tensor]:
         try:
@@ -95,7 +100,8 @@ class OLAMaps:
 
         Args:
             pooling: ``"neutral"`` (default: each key divided by its own map under uniform
-                attention, :func:`olas_utils.uniform.uniform_reference`, so tokenisation
+                attention over the positions each layer sees (``windows``),
+                :func:`olas_utils.uniform.uniform_reference`, so tokenisation
                 alone leaves no trace) or ``"clark"`` (rows averaged, columns summed;
                 confounded across tokenizers).
 
@@ -116,7 +122,8 @@ class OLAMaps:
             for m, wid, words in zip(per_sentence, self.word_ids, self.words):
                 ref = None
                 if pooling == "neutral":
-                    ref = uniform_reference(key, m.shape[-1], causal=self.is_causal, num_layers=self.num_layers)
+                    ref = uniform_reference(key, m.shape[-1], causal=self.is_causal, num_layers=self.num_layers,
+                                            windows=self.windows)
                 wm, sp = pool_to_words(m, wid, len(words), pooling=pooling, reference=ref)
                 maps[key].append(wm)
                 special[key].append(sp)

@@ -2,9 +2,12 @@
 
 Under *uniform attention* every query spreads its attention evenly over the positions it
 may see: all ``T`` tokens of the sentence for an encoder (``1/T`` each), tokens ``0..i`` for
-query ``i`` of a causal model (``1/(i+1)`` each). No model is involved — only the number
-of tokens each tokenizer produces — so anything a pipeline can read from maps built from
-it comes from tokenisation alone.
+query ``i`` of a causal model (``1/(i+1)`` each). On a sliding-window layer of window ``w``
+(:func:`olas_utils.architecture.attention_windows`) query ``i`` sees only keys ``j`` with
+``i - w < j <= i`` (causal) or ``|i - j| < w`` (bidirectional), like the model itself; for a
+sentence of at most ``w`` tokens that changes nothing, bit for bit. No model is involved —
+only the number of tokens each tokenizer produces and which positions each layer may see —
+so anything a pipeline can read from maps built from it comes from tokenisation alone.
 
 Two uses:
 
@@ -27,12 +30,15 @@ import torch
 __all__ = ["uniform_attention", "uniform_reference"]
 
 
-def uniform_attention(attention_mask: torch.Tensor, *, causal: bool) -> torch.Tensor:
+def uniform_attention(attention_mask: torch.Tensor, *, causal: bool, window: int | None = None) -> torch.Tensor:
     """Uniform attention for a right-padded batch.
 
     Args:
         attention_mask: ``(batch, T)`` 1 at real tokens, 0 at padding (right padding).
         causal: query ``i`` sees keys ``0..i`` (else every real token).
+        window: a sliding-window layer's window ``w`` (None: full attention): query ``i``
+            then sees only keys with ``i - w < j <= i`` (causal) or ``|i - j| < w``
+            (bidirectional). A window of at least ``T`` gives exactly the full-attention map.
 
     Returns:
         ``(batch, T, T)`` float32: row ``i`` of a real query is ``1/n_i`` on the ``n_i``
@@ -40,65 +46,106 @@ def uniform_attention(attention_mask: torch.Tensor, *, causal: bool) -> torch.Te
         sums to 1.
 
     Raises:
-        ValueError: if ``attention_mask`` is not 2-D.
+        ValueError: if ``attention_mask`` is not 2-D, or ``window`` is not a positive integer.
     """
     if attention_mask.dim() != 2:
         raise ValueError(f"attention_mask must be (batch, T), got shape {tuple(attention_mask.shape)}")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ValueError(f"window must be a positive integer or None, got {window!r}")
     m = attention_mask.to(torch.float32)
     allowed = m[:, :, None] * m[:, None, :]
+    t = m.shape[1]
     if causal:
-        t = m.shape[1]
         allowed = allowed * torch.ones(t, t, device=m.device).tril()
+    if window is not None and window < t:
+        pos = torch.arange(t, device=m.device)
+        back = pos[:, None] - pos[None, :]  # i - j
+        band = back < window if causal else back.abs() < window
+        allowed = allowed * band.to(torch.float32)
     counts = allowed.sum(-1, keepdim=True)
     return torch.where(counts > 0, allowed / counts.clamp_min(1.0), torch.zeros_like(allowed))
 
 
+def _binding(windows, t: int, num_layers: int) -> tuple[int | None, ...] | None:
+    """``windows`` with the entries that restrict nothing at T tokens set to None; None if none restricts.
+
+    Raises:
+        ValueError: if ``windows`` does not have one entry per layer.
+    """
+    if windows is None:
+        return None
+    windows = tuple(windows)
+    if len(windows) != num_layers:
+        raise ValueError(f"windows must have one entry per layer ({num_layers}), got {len(windows)}")
+    out = tuple(None if w is None or int(w) >= t else int(w) for w in windows)
+    return out if any(w is not None for w in out) else None
+
+
 @lru_cache(maxsize=4096)
-def _reference(key: str, t: int, causal: bool, num_layers: int) -> torch.Tensor:
+def _reference(key: str, t: int, causal: bool, num_layers: int,
+               windows: tuple[int | None, ...] | None = None) -> torch.Tensor:
     from olas_utils.ola import OrderAccumulator
 
-    u = uniform_attention(torch.ones(1, t), causal=causal).to(torch.float64)
+    if windows is None:
+        u = uniform_attention(torch.ones(1, t), causal=causal).to(torch.float64)
+        layers = [u] * num_layers
+    else:
+        by_w = {w: uniform_attention(torch.ones(1, t), causal=causal, window=w).to(torch.float64)
+                for w in set(windows)}
+        layers = [by_w[w] for w in windows]
     if m := re.fullmatch(r"ola:(\d+)", key):
         k = int(m.group(1))
         if k > num_layers:
             raise ValueError(f"order {k} is outside 0..{num_layers}")
         acc = OrderAccumulator(max_order=k, num_layers=num_layers, dtype=torch.float64)
-        for _ in range(num_layers):
+        for u in layers:
             acc.add_layer(u)
         out = acc.ola(k)
     elif key == "rollout":
         acc = OrderAccumulator(max_order=0, num_layers=num_layers, rollout=True, dtype=torch.float64)
-        for _ in range(num_layers):
+        for u in layers:
             acc.add_layer(u)
         out = acc.rollout_map()
-    elif re.fullmatch(r"layer:-?\d+", key):
-        out = u
+    elif m := re.fullmatch(r"layer:(-?\d+)", key):
+        i = int(m.group(1))
+        if not -num_layers <= i < num_layers:
+            raise ValueError(f"layer {i} is outside -{num_layers}..{num_layers - 1}")
+        out = layers[i]
     else:
         raise ValueError(f"no uniform reference for key {key!r}: use 'ola:k', 'rollout' or 'layer:i'")
     return out[0].to(torch.float32)
 
 
-def uniform_reference(key: str, t: int, *, causal: bool, num_layers: int) -> torch.Tensor:
+def uniform_reference(key: str, t: int, *, causal: bool, num_layers: int,
+                      windows: tuple[int | None, ...] | None = None) -> torch.Tensor:
     """The map ``key`` takes for a T-token sentence when every layer attends uniformly.
 
-    ``"ola:k"``: order-k OLA of N identical uniform layers (``U^k``; ``U`` itself for an
-    encoder, since ``U·U = U``; ``I`` for k = 0); ``"rollout"``: ``Π(U + I)`` (unnormalised,
-    like :meth:`olas_utils.ola.OrderAccumulator.rollout_map`); ``"layer:i"``: ``U``.
-    Computed in float64 with the same recurrence as real maps, cached per
-    ``(key, T, causal, N)``.
+    ``"ola:k"``: order-k OLA of the N uniform layers (``U^k`` when they are identical; ``U``
+    itself for an encoder, since ``U·U = U``; ``I`` for k = 0); ``"rollout"``: ``Π(U_i + I)``
+    (unnormalised, like :meth:`olas_utils.ola.OrderAccumulator.rollout_map`); ``"layer:i"``:
+    ``U_i``. With ``windows``, layer ``i``'s ``U_i`` is :func:`uniform_attention` with window
+    ``windows[i]``. Computed in float64 with the same recurrence as real maps, cached per
+    ``(key, T, causal, N, windows that bind at T)``; windows of at least T tokens change
+    nothing (the result is the very tensor computed without them).
 
     Args:
         key: a map name as in :class:`olas_utils.extract.OLAMaps`.
         t: T, the sentence's token count (special tokens included).
         causal: causal model.
         num_layers: N.
+        windows: each layer's sliding window (None entries: full attention), as
+            :func:`olas_utils.architecture.attention_windows` reads them; None: all full.
 
     Returns:
         ``(T, T)`` float32 tensor (a cached object: do not modify it in place).
 
     Raises:
-        ValueError: on an unknown key or an order above N.
+        ValueError: on an unknown key, an order above N, a layer outside ``-N..N-1``, or
+            ``windows`` without one entry per layer.
     """
     if t < 1 or num_layers < 1:
         raise ValueError(f"t and num_layers must be >= 1, got t={t}, num_layers={num_layers}")
-    return _reference(str(key), int(t), bool(causal), int(num_layers))
+    bind = _binding(windows, int(t), int(num_layers))
+    if bind is None:
+        return _reference(str(key), int(t), bool(causal), int(num_layers))
+    return _reference(str(key), int(t), bool(causal), int(num_layers), bind)

@@ -17,6 +17,14 @@ documents each dataset's provenance, licence, file layout and download recipe); 
 Parsed files are cached per process (keyed by path, modification time and size); each
 call builds a fresh ``Dataset``, so callers never share a mutable object.
 
+Nothing damaged is read as good: each file is checked against the data folder's
+``SHA256SUMS`` (hashed once per process per path, size and modification time; a mismatch is a
+:class:`DataChecksumError` naming the file, both hashes and what to do; ``verify=False`` or
+``OLAS_DATA_VERIFY=0`` reads an edited copy, with a warning), and read strictly (a
+:class:`DataFormatError` names the file and the 1-based line of anything out of format: a
+SemEval block that is not id, label and comment lines, a CoNLL-U or CoNLL line with the wrong
+columns or cut mid-way, a file that ends inside a sentence, a byte-order mark inside a file).
+
 Modules: :mod:`~olas_utils.data.files` (shared lookup, opening, caching),
 :mod:`~olas_utils.data.ud`, :mod:`~olas_utils.data.conll`, :mod:`~olas_utils.data.semeval`,
 :mod:`~olas_utils.data.uner`, :mod:`~olas_utils.data.ontonotes` (one dataset family each,
@@ -27,6 +35,7 @@ chunks of the similarity study) and :mod:`olas_utils.data.tasks` (the four TOA t
 from __future__ import annotations
 
 from olas_utils.data.conll import iob1_to_iob2, load_conll2000, load_conll2003
+from olas_utils.data.files import DataChecksumError, DataFormatError
 from olas_utils.data.ontonotes import (
     ONTONOTES_NER_LABELS,
     ONTONOTES_POS_LABELS,
@@ -41,6 +50,8 @@ from olas_utils.data.ud import load_ud_ewt, read_conllu
 from olas_utils.data.uner import load_uner_ewt
 
 __all__ = [
+    "DataChecksumError",
+    "DataFormatError",
     "SEMEVAL_LABELS",
     "ONTONOTES_NER_LABELS",
     "ONTONOTES_POS_LABELS",

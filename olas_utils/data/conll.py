@@ -9,54 +9,69 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import datasets
 
 from olas_utils.data.files import (
-    _STR_SEQ,
-    _canonical_split,
-    _columns,
-    _data_file,
-    _file_key,
-    _open_text,
-    _to_dataset,
+    RESTORE_HINT,
+    STR_SEQ,
+    DataFormatError,
+    canonical_split,
+    data_file,
+    file_key,
+    text_lines,
+    to_columns,
+    to_dataset,
 )
 
 __all__ = ["load_conll2000", "iob1_to_iob2", "load_conll2003"]
+
+
+_CHUNK_TAG = re.compile(r"O|[BI]-(NP|VP|PP|ADVP|ADJP|SBAR|PRT|CONJP|INTJ|LST|UCP)")
+_NER_TAG = re.compile(r"O|[BI]-(PER|ORG|LOC|MISC)")
 
 
 def _column_sentences(path: Path, n_fields: int) -> Iterator[tuple[int, list[list[str]]]]:
     """Yield ``(doc_index, token_fields)`` per sentence of a blank-line separated column file.
 
     ``-DOCSTART-`` lines start a new document (0-based index; sentences before any
-    ``-DOCSTART-`` belong to document 0) and are not sentences themselves.
+    ``-DOCSTART-`` belong to document 0) and are not sentences themselves. Checked strictly:
+    each token line has ``n_fields`` fields and its chunk tag (field 3) and, with 4 fields, its
+    NER tag are whole CoNLL tags (no tag type is the start of another, so a line cut inside
+    its last field is refused). The last sentence may end the file without a blank line. A
+    file cut between two lines still reads as a smaller file: only the data folder's
+    ``SHA256SUMS`` (checked by the loaders) tells it from the original.
 
     Raises:
-        ValueError: if a token line does not have ``n_fields`` whitespace-separated fields.
+        DataFormatError: a line breaking these rules, naming the file and the 1-based line.
     """
-    doc, tokens = -1, []
-    with _open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields or fields[0] == "-DOCSTART-":
-                if tokens:
-                    yield doc, tokens
-                    tokens = []
-                if fields:
-                    doc += 1
-                continue
-            if len(fields) != n_fields:
-                raise ValueError(f"{path}:{lineno}: expected {n_fields} fields, got "
-                                 f"{len(fields)}: {line.rstrip()!r}")
-            doc = max(doc, 0)
-            tokens.append(fields)
+    doc, tokens, lineno = -1, [], 0
+    for lineno, line in text_lines(path):
+        fields = line.split()
+        if not fields or fields[0] == "-DOCSTART-":
+            if tokens:
+                yield doc, tokens
+                tokens = []
+            if fields:
+                doc += 1
+            continue
+        if len(fields) != n_fields:
+            raise DataFormatError(f"{path}:{lineno}: expected {n_fields} fields, got {len(fields)}: "
+                                  f"{line.rstrip()!r}; {RESTORE_HINT}")
+        bad = [t for t, rx in zip(fields[2:], (_CHUNK_TAG, _NER_TAG)) if not rx.fullmatch(t)]
+        if bad:
+            raise DataFormatError(f"{path}:{lineno}: {bad[0]!r} is not a CoNLL chunk / NER tag (O, B-X or I-X): "
+                                  f"{line.rstrip()!r}; {RESTORE_HINT}")
+        doc = max(doc, 0)
+        tokens.append(fields)
     if tokens:
         yield doc, tokens
 
 
-_CONLL2000_FEATURES = datasets.Features({"words": _STR_SEQ, "pos": _STR_SEQ, "chunks": _STR_SEQ})
+_CONLL2000_FEATURES = datasets.Features({"words": STR_SEQ, "pos": STR_SEQ, "chunks": STR_SEQ})
 
 
 @functools.lru_cache(maxsize=16)
@@ -66,10 +81,11 @@ def _parse_conll2000(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
          "chunks": tuple(t[2] for t in toks)}
         for _, toks in _column_sentences(Path(path), 3)
     )
-    return _columns(rows, list(_CONLL2000_FEATURES))
+    return to_columns(rows, list(_CONLL2000_FEATURES))
 
 
-def load_conll2000(split: str, data_dir: str | os.PathLike | None = None) -> datasets.Dataset:
+def load_conll2000(split: str, data_dir: str | os.PathLike | None = None, *,
+                   verify: bool | None = None) -> datasets.Dataset:
     """CoNLL-2000 chunking data (WSJ): ``conll2000/{train,test}.txt``.
 
     Format: one ``word POS chunk`` line per token, a blank line between sentences
@@ -78,18 +94,22 @@ def load_conll2000(split: str, data_dir: str | os.PathLike | None = None) -> dat
     Args:
         split: ``"train"`` (8,936 sentences, 211,727 tokens) or ``"test"`` (2,012, 47,377).
         data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+        verify: check the file against the data folder's ``SHA256SUMS`` (default: True unless
+            ``OLAS_DATA_VERIFY=0``); False for a copy you edited on purpose (warns once).
 
     Returns:
         Columns ``words``, ``pos`` (Penn Treebank tags), ``chunks`` (IOB2 chunk tags such
         as ``B-NP``), each list[str].
 
     Raises:
-        ValueError: unknown split, or a malformed line.
+        ValueError: unknown split.
+        DataFormatError: a malformed line, e.g. one cut mid-way (with file and line).
+        DataChecksumError: the file is not the one the data folder's ``SHA256SUMS`` lists.
         FileNotFoundError: the data folder or the split's file is missing.
     """
-    canon = _canonical_split(split, {"train": "train", "test": "test"}, "CoNLL-2000")
-    path = _data_file(data_dir, f"conll2000/{canon}.txt", "CoNLL-2000")
-    return _to_dataset(_parse_conll2000(*_file_key(path)), _CONLL2000_FEATURES)
+    canon = canonical_split(split, {"train": "train", "test": "test"}, "CoNLL-2000")
+    path = data_file(data_dir, f"conll2000/{canon}.txt", "CoNLL-2000", verify)
+    return to_dataset(_parse_conll2000(*file_key(path)), _CONLL2000_FEATURES)
 
 
 def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
@@ -124,7 +144,7 @@ def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
 
 
 _CONLL2003_FEATURES = datasets.Features({
-    "words": _STR_SEQ, "pos": _STR_SEQ, "chunks": _STR_SEQ, "ner_tags": _STR_SEQ,
+    "words": STR_SEQ, "pos": STR_SEQ, "chunks": STR_SEQ, "ner_tags": STR_SEQ,
     "doc_id": datasets.Value("int64"),
 })
 
@@ -137,7 +157,7 @@ def _parse_conll2003(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
          "ner_tags": tuple(iob1_to_iob2([t[3] for t in toks])), "doc_id": doc}
         for doc, toks in _column_sentences(Path(path), 4)
     )
-    return _columns(rows, list(_CONLL2003_FEATURES))
+    return to_columns(rows, list(_CONLL2003_FEATURES))
 
 
 _CONLL2003_SPLITS = {
@@ -146,7 +166,8 @@ _CONLL2003_SPLITS = {
 }
 
 
-def load_conll2003(split: str, data_dir: str | os.PathLike | None = None) -> datasets.Dataset:
+def load_conll2003(split: str, data_dir: str | os.PathLike | None = None, *,
+                   verify: bool | None = None) -> datasets.Dataset:
     """CoNLL-2003 English NER: ``conll2003/eng.{train,testa,testb}``.
 
     Format: ``word POS chunk NER`` per token line (chunk and NER tags in IOB1), a blank
@@ -157,6 +178,8 @@ def load_conll2003(split: str, data_dir: str | os.PathLike | None = None) -> dat
         split: ``"train"`` (14,041 sentences), ``"testa"`` (aliases ``"dev"``,
             ``"validation"``, ``"val"``; 3,250) or ``"testb"`` (alias ``"test"``; 3,453).
         data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+        verify: check the file against the data folder's ``SHA256SUMS`` (default: True unless
+            ``OLAS_DATA_VERIFY=0``); False for a copy you edited on purpose (warns once).
 
     Returns:
         Columns ``words``, ``pos`` (Penn tags), ``chunks`` (as in the file, IOB1),
@@ -166,9 +189,11 @@ def load_conll2003(split: str, data_dir: str | os.PathLike | None = None) -> dat
         ``-DOCSTART-`` lines are not rows.
 
     Raises:
-        ValueError: unknown split, or a malformed line.
+        ValueError: unknown split.
+        DataFormatError: a malformed line, e.g. one cut mid-way (with file and line).
+        DataChecksumError: the file is not the one the data folder's ``SHA256SUMS`` lists.
         FileNotFoundError: the data folder or the split's file is missing.
     """
-    canon = _canonical_split(split, _CONLL2003_SPLITS, "CoNLL-2003")
-    path = _data_file(data_dir, f"conll2003/eng.{canon}", "CoNLL-2003")
-    return _to_dataset(_parse_conll2003(*_file_key(path)), _CONLL2003_FEATURES)
+    canon = canonical_split(split, _CONLL2003_SPLITS, "CoNLL-2003")
+    path = data_file(data_dir, f"conll2003/eng.{canon}", "CoNLL-2003", verify)
+    return to_dataset(_parse_conll2003(*file_key(path)), _CONLL2003_FEATURES)

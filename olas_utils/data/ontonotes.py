@@ -14,7 +14,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 import datasets
 
-from olas_utils.data.files import _STR_SEQ, _canonical_split, _columns, _to_dataset
+from olas_utils.data.files import STR_SEQ, canonical_split, to_columns, to_dataset, verify_enabled, verify_file
 
 __all__ = ["ONTONOTES_NER_LABELS", "ONTONOTES_POS_LABELS", "load_conll2012_ontonotes"]
 
@@ -41,7 +41,7 @@ ONTONOTES_POS_LABELS: tuple[str, ...] = (
 
 _ONTONOTES_FEATURES = datasets.Features({
     "document_id": datasets.Value("string"), "part_id": datasets.Value("int64"),
-    "words": _STR_SEQ, "pos_tags": _STR_SEQ, "ner_tags": _STR_SEQ,
+    "words": STR_SEQ, "pos_tags": STR_SEQ, "ner_tags": STR_SEQ,
 })
 _ONTONOTES_SPLIT_NAMES = {
     "train": ("train",), "validation": ("validation", "dev", "valid"), "test": ("test",),
@@ -181,8 +181,18 @@ def _ontonotes_documents(path: Path, split: str | None) -> tuple[Iterable[Mappin
     raise ValueError(f"{path}: unsupported file type (expected .jsonl, .json, .parquet or .arrow)")
 
 
+def _verify_tree(path: Path, verify: bool | None) -> None:
+    """Check ``path`` (a file, or every file under a folder) against the nearest ``SHA256SUMS``
+    that lists it (:func:`olas_utils.data.files.verify_file`); warns once when verification is off."""
+    if not verify_enabled(verify) or path.is_file():
+        verify_file(path, "CoNLL-2012 OntoNotes", verify=verify)
+        return
+    for f in sorted(p for p in path.rglob("*") if p.is_file() and p.name != "SHA256SUMS"):
+        verify_file(f, "CoNLL-2012 OntoNotes", verify=True)
+
+
 def load_conll2012_ontonotes(path_or_split_dir: str | os.PathLike,
-                             split: str | None = None) -> datasets.Dataset:
+                             split: str | None = None, *, verify: bool | None = None) -> datasets.Dataset:
     """CoNLL-2012 OntoNotes 5.0 NER in the Hugging Face ``conll2012_ontonotesv5`` layout.
 
     OntoNotes is LDC-licensed and not part of the offline data; this reads a copy users
@@ -203,6 +213,8 @@ def load_conll2012_ontonotes(path_or_split_dir: str | os.PathLike,
         split: for folders holding several splits: ``"train"``, ``"validation"`` (aliases
             ``"dev"``, ``"valid"``, ``"val"``) or ``"test"``; files are chosen by that name
             appearing in their file name (``train.jsonl``, ``validation-00000-of-00001.parquet``).
+        verify: check the files against the nearest ``SHA256SUMS`` (in their folder or one above)
+            that lists them (default: True unless ``OLAS_DATA_VERIFY=0``); False skips it (warns once).
 
     Returns:
         One row per sentence, in document order: ``document_id`` (str), ``part_id`` (int),
@@ -215,6 +227,7 @@ def load_conll2012_ontonotes(path_or_split_dir: str | os.PathLike,
         FileNotFoundError: the path does not exist or holds no data files.
         ValueError: unknown split; several splits and no ``split``; an integer label
             outside the label list; unequal words / tags lengths.
+        DataChecksumError: a file is not the one a ``SHA256SUMS`` beside it lists.
     """
     path = Path(path_or_split_dir).expanduser().resolve()
     if not path.exists():
@@ -222,9 +235,10 @@ def load_conll2012_ontonotes(path_or_split_dir: str | os.PathLike,
             f"CoNLL-2012 OntoNotes data {path} not found. OntoNotes is not in the offline "
             f"data; pass the folder or file of an HF conll2012_ontonotesv5 (english_v4) copy "
             f"(see data/README.md)")
-    canon = None if split is None else _canonical_split(split, _ONTONOTES_SPLITS, "CoNLL-2012")
+    canon = None if split is None else canonical_split(split, _ONTONOTES_SPLITS, "CoNLL-2012")
+    _verify_tree(path, verify)
     documents, features = _ontonotes_documents(path, canon)
     pos_names = _label_names(features, "pos_tags") or ONTONOTES_POS_LABELS
     ner_names = _label_names(features, "named_entities") or ONTONOTES_NER_LABELS
     rows = _ontonotes_rows(documents, pos_names, ner_names)
-    return _to_dataset(_columns(rows, list(_ONTONOTES_FEATURES)), _ONTONOTES_FEATURES)
+    return to_dataset(to_columns(rows, list(_ONTONOTES_FEATURES)), _ONTONOTES_FEATURES)

@@ -16,14 +16,16 @@ from typing import Iterator
 import datasets
 
 from olas_utils.data.files import (
-    _INT_SEQ,
-    _STR_SEQ,
-    _canonical_split,
-    _columns,
-    _data_file,
-    _file_key,
-    _open_text,
-    _to_dataset,
+    INT_SEQ,
+    RESTORE_HINT,
+    STR_SEQ,
+    DataFormatError,
+    canonical_split,
+    data_file,
+    file_key,
+    text_lines,
+    to_columns,
+    to_dataset,
 )
 
 __all__ = ["SEMEVAL_LABELS", "tokenize_semeval", "load_semeval2010_task8"]
@@ -101,40 +103,71 @@ def _semeval_label_parts(label: str) -> tuple[str, str | None]:
 
 
 def _semeval_blocks(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """Yield ``(first_line_number, lines)`` for each blank-line separated block."""
+    """Yield ``(first_line_number, [id line, label line, comment line])`` for each example.
+
+    An example is exactly an ``ID<TAB>"sentence"`` line, a label line and a ``Comment:`` line,
+    then a blank line (the last example may end the file without it); extra blank lines
+    between examples are allowed.
+
+    Raises:
+        DataFormatError: anything else, naming the file and the 1-based line.
+    """
     block, start = [], 0
-    with _open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\r\n")
-            if line.strip():
-                if not block:
-                    start = lineno
-                block.append(line)
-            elif block:
-                yield start, block
-                block = []
-    if block:
+    for lineno, line in text_lines(path):
+        line = line.rstrip("\r")
+        blank = not line.strip()
+        if len(block) == 3:
+            if not blank:
+                raise DataFormatError(
+                    f"{path}:{lineno}: expected the blank line that ends the example of line {start} (an example "
+                    f"is an ID line, a label line and a 'Comment:' line, then a blank line), got {line[:60]!r}; "
+                    f"{RESTORE_HINT}")
+            yield start, block
+            block = []
+        elif blank:
+            if block:
+                what = "label line" if len(block) == 1 else "'Comment:' line"
+                raise DataFormatError(f"{path}:{lineno}: expected the {what} of the example of line {start}, "
+                                      f"got a blank line; {RESTORE_HINT}")
+        else:
+            if not block:
+                start = lineno
+                if _SEMEVAL_HEADER.match(line) is None:
+                    raise DataFormatError(f"{path}:{lineno}: expected an 'ID<TAB>\"sentence\"' line, got "
+                                          f"{line[:60]!r}; {RESTORE_HINT}")
+            elif len(block) == 1 and line.strip() not in SEMEVAL_LABELS:
+                raise DataFormatError(f"{path}:{lineno}: expected one of the 19 labels (e.g. 'Other', "
+                                      f"'Cause-Effect(e1,e2)'), got {line[:60]!r}; {RESTORE_HINT}")
+            elif len(block) == 2 and not line.startswith("Comment"):
+                raise DataFormatError(f"{path}:{lineno}: expected the 'Comment:' line of the example of line "
+                                      f"{start}, got {line[:60]!r}; {RESTORE_HINT}")
+            block.append(line)
+    if len(block) == 3:
         yield start, block
+    elif block:
+        raise DataFormatError(f"{path}:{start}: the file ends inside the example that starts here (it has "
+                              f"{len(block)} of its 3 lines): the file looks cut; {RESTORE_HINT}")
 
 
 def _semeval_row(path: Path, lineno: int, block: list[str]) -> dict:
-    """Parse one example block (header line, label line, optional comment line)."""
+    """Parse one example block (header line, label line, comment line).
+
+    Raises:
+        DataFormatError: for a sentence whose entity tags are malformed (file and line named).
+    """
     header = _SEMEVAL_HEADER.match(block[0])
-    if header is None or len(block) < 2:
-        raise ValueError(f"{path}:{lineno}: expected 'ID<TAB>\"sentence\"' then a label "
-                         f"line, got {block[:2]!r}")
     label = block[1].strip()
     try:
         words, e1, e2 = tokenize_semeval(header.group(2))
         relation, direction = _semeval_label_parts(label)
     except ValueError as e:
-        raise ValueError(f"{path}:{lineno}: {e}") from e
+        raise DataFormatError(f"{path}:{lineno}: {e}") from e
     return {"id": header.group(1), "words": tuple(words), "e1_span": e1, "e2_span": e2,
             "label": label, "relation": relation, "direction": direction}
 
 
 _SEMEVAL_FEATURES = datasets.Features({
-    "id": datasets.Value("string"), "words": _STR_SEQ, "e1_span": _INT_SEQ, "e2_span": _INT_SEQ,
+    "id": datasets.Value("string"), "words": STR_SEQ, "e1_span": INT_SEQ, "e2_span": INT_SEQ,
     "label": datasets.Value("string"), "relation": datasets.Value("string"),
     "direction": datasets.Value("string"),
 })
@@ -144,7 +177,7 @@ _SEMEVAL_FEATURES = datasets.Features({
 def _parse_semeval(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
     p = Path(path)
     rows = (_semeval_row(p, n, b) for n, b in _semeval_blocks(p))
-    return _columns(rows, list(_SEMEVAL_FEATURES))
+    return to_columns(rows, list(_SEMEVAL_FEATURES))
 
 
 _SEMEVAL_FILES = {
@@ -153,7 +186,8 @@ _SEMEVAL_FILES = {
 }
 
 
-def load_semeval2010_task8(split: str, data_dir: str | os.PathLike | None = None) -> datasets.Dataset:
+def load_semeval2010_task8(split: str, data_dir: str | os.PathLike | None = None, *,
+                           verify: bool | None = None) -> datasets.Dataset:
     """SemEval-2010 Task 8 relation classification (full release).
 
     Files: train ``SemEval2010_task8_training/TRAIN_FILE.TXT`` (8,000 examples), test
@@ -164,6 +198,8 @@ def load_semeval2010_task8(split: str, data_dir: str | os.PathLike | None = None
     Args:
         split: ``"train"`` or ``"test"``.
         data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+        verify: check the file against the data folder's ``SHA256SUMS`` (default: True unless
+            ``OLAS_DATA_VERIFY=0``); False for a copy you edited on purpose (warns once).
 
     Returns:
         Columns ``id`` (str, the example number), ``words`` (list[str], tokenised by
@@ -173,9 +209,11 @@ def load_semeval2010_task8(split: str, data_dir: str | os.PathLike | None = None
         or ``"Other"``), ``direction`` (``"(e1,e2)"``, ``"(e2,e1)"``, or None for Other).
 
     Raises:
-        ValueError: unknown split, or a malformed example (with file and line).
+        ValueError: unknown split.
+        DataFormatError: a malformed example, or a file cut inside one (with file and line).
+        DataChecksumError: the file is not the one the data folder's ``SHA256SUMS`` lists.
         FileNotFoundError: the data folder or the split's file is missing.
     """
-    canon = _canonical_split(split, {"train": "train", "test": "test"}, "SemEval-2010 Task 8")
-    path = _data_file(data_dir, _SEMEVAL_FILES[canon], "SemEval-2010 Task 8")
-    return _to_dataset(_parse_semeval(*_file_key(path)), _SEMEVAL_FEATURES)
+    canon = canonical_split(split, {"train": "train", "test": "test"}, "SemEval-2010 Task 8")
+    path = data_file(data_dir, _SEMEVAL_FILES[canon], "SemEval-2010 Task 8", verify)
+    return to_dataset(_parse_semeval(*file_key(path)), _SEMEVAL_FEATURES)

@@ -15,67 +15,86 @@ from typing import Iterator
 import datasets
 
 from olas_utils.data.files import (
-    _STR_SEQ,
-    _canonical_split,
-    _columns,
-    _data_file,
-    _file_key,
-    _open_text,
-    _to_dataset,
+    RESTORE_HINT,
+    STR_SEQ,
+    DataFormatError,
+    canonical_split,
+    data_file,
+    file_key,
+    text_lines,
+    to_columns,
+    to_dataset,
 )
 
 __all__ = ["load_uner_ewt"]
 
 
 _UNER_FEATURES = datasets.Features(
-    {"sent_id": datasets.Value("string"), "words": _STR_SEQ, "ner_tags": _STR_SEQ}
+    {"sent_id": datasets.Value("string"), "words": STR_SEQ, "ner_tags": STR_SEQ}
 )
 _UNER_TOKEN_LINE = re.compile(r"^\d+\t")
+
+
+_UNER_TAG = re.compile(r"O|[BI]-[A-Z]+")
 
 
 def _uner_sentences(path: Path) -> Iterator[dict]:
     """Rows of a UNER ``.iob2`` file.
 
-    Layout (tab-separated): ``index  token  IOB2-tag  -  annotator`` per token line,
-    ``# sent_id = …`` / ``# text = …`` / ``# newdoc id = …`` comments, a blank line after
-    each sentence.
+    Layout (tab-separated): ``index  token  IOB2-tag  -  annotator`` per token line (indices
+    1, 2, … within a sentence), ``# sent_id = …`` / ``# text = …`` / ``# newdoc id = …``
+    comments, a blank line after each sentence. The last sentence may end the file without
+    its blank line only if it is complete: its tokens spell its ``# text`` (spaces aside).
 
     Raises:
-        ValueError: for a token line with fewer than 3 fields.
+        DataFormatError: a token line without exactly 5 fields, an index out of sequence, a
+            malformed tag, or a file cut inside a sentence (file and 1-based line named).
     """
-    sent_id, words, tags, n = None, [], [], 0
-    with _open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                if words:
-                    yield {"sent_id": sent_id or str(n), "words": tuple(words), "ner_tags": tuple(tags)}
-                    sent_id, words, tags, n = None, [], [], n + 1
-            elif line.startswith("#") and not _UNER_TOKEN_LINE.match(line):
-                key, _, value = line[1:].partition("=")
-                if key.strip() == "sent_id":
-                    sent_id = value.strip()
-            else:
-                fields = line.split("\t")
-                if len(fields) < 3:
-                    raise ValueError(f"{path}:{lineno}: expected 'index<TAB>token<TAB>tag…', "
-                                     f"got {line!r}")
-                words.append(fields[1])
-                tags.append(fields[2])
-    if words:
+    sent_id, text, words, tags, n, lineno = None, None, [], [], 0, 0
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            if words:
+                yield {"sent_id": sent_id or str(n), "words": tuple(words), "ner_tags": tuple(tags)}
+                n += 1
+            sent_id, text, words, tags = None, None, [], []
+        elif line.startswith("#") and not _UNER_TOKEN_LINE.match(line):
+            key, _, value = line[1:].partition("=")
+            if key.strip() == "sent_id":
+                sent_id = value.strip()
+            elif key.strip() == "text":
+                text = value.strip()
+        else:
+            fields = line.split("\t")
+            if len(fields) != 5:
+                raise DataFormatError(f"{path}:{lineno}: expected 5 tab-separated fields 'index token tag - "
+                                      f"annotator', got {len(fields)}: {line!r}; {RESTORE_HINT}")
+            if fields[0] != str(len(words) + 1):
+                raise DataFormatError(f"{path}:{lineno}: token index {fields[0]!r}, expected {len(words) + 1} "
+                                      f"(a line is missing or out of place); {RESTORE_HINT}")
+            if not _UNER_TAG.fullmatch(fields[2]):
+                raise DataFormatError(f"{path}:{lineno}: {fields[2]!r} is not an IOB2 tag (O, B-X, I-X); "
+                                      f"{RESTORE_HINT}")
+            words.append(fields[1])
+            tags.append(fields[2])
+    if words or sent_id is not None:
+        if text is None or "".join(words) != "".join(text.split()):
+            raise DataFormatError(
+                f"{path}:{lineno}: the file ends inside a sentence (no closing blank line, and its tokens do not "
+                f"spell its '# text'): it looks cut; {RESTORE_HINT}")
         yield {"sent_id": sent_id or str(n), "words": tuple(words), "ner_tags": tuple(tags)}
 
 
 @functools.lru_cache(maxsize=8)
 def _parse_uner(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
-    return _columns(_uner_sentences(Path(path)), list(_UNER_FEATURES))
+    return to_columns(_uner_sentences(Path(path)), list(_UNER_FEATURES))
 
 
 _UNER_SPLITS = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}
 _UNER_URL = "https://github.com/UniversalNER/UNER_English-EWT"
 
 
-def load_uner_ewt(split: str, data_dir: str | os.PathLike | None = None) -> datasets.Dataset:
+def load_uner_ewt(split: str, data_dir: str | os.PathLike | None = None, *,
+                  verify: bool | None = None) -> datasets.Dataset:
     """Universal NER v1 English-EWT: ``uner_english_ewt/en_ewt-ud-{split}.iob2``.
 
     Format: tab-separated ``index token tag - annotator`` token lines (IOB2 tags over
@@ -86,20 +105,24 @@ def load_uner_ewt(split: str, data_dir: str | os.PathLike | None = None) -> data
             ``"test"`` (2,077). ``"train"`` is read if ``en_ewt-ud-train.iob2`` has been
             downloaded into the folder; the offline copy does not have it.
         data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+        verify: check the file against the data folder's ``SHA256SUMS`` (default: True unless
+            ``OLAS_DATA_VERIFY=0``); False for a copy you edited on purpose (warns once).
 
     Returns:
         Columns ``sent_id`` (str, same ids as UD English-EWT), ``words`` (list[str]),
         ``ner_tags`` (list[str], IOB2).
 
     Raises:
-        ValueError: unknown split, or a malformed line.
+        ValueError: unknown split.
+        DataFormatError: a malformed line or a file cut inside a sentence (with file and line).
+        DataChecksumError: the file is not the one the data folder's ``SHA256SUMS`` lists.
         FileNotFoundError: the data folder or the split's file is missing; for the train
             split the message says it is not available offline and how to download it.
     """
-    canon = _canonical_split(split, _UNER_SPLITS, "UNER English-EWT")
+    canon = canonical_split(split, _UNER_SPLITS, "UNER English-EWT")
     name = f"uner_english_ewt/en_ewt-ud-{canon}.iob2"
     try:
-        path = _data_file(data_dir, name, "UNER English-EWT")
+        path = data_file(data_dir, name, "UNER English-EWT", verify)
     except FileNotFoundError as e:
         if canon != "train":
             raise
@@ -109,4 +132,4 @@ def load_uner_ewt(split: str, data_dir: str | os.PathLike | None = None) -> data
             f"With internet access, download en_ewt-ud-train.iob2 from {_UNER_URL} into "
             f"the uner_english_ewt/ folder (recipe in data/README.md)."
         ) from None
-    return _to_dataset(_parse_uner(*_file_key(path)), _UNER_FEATURES)
+    return to_dataset(_parse_uner(*file_key(path)), _UNER_FEATURES)
