@@ -108,7 +108,7 @@ def fake_site(tmp_path, monkeypatch):
     real = zoo_sources._find_distribution
 
     def find(name):
-        key = zoo_registry._normalise_dist(name)
+        key = zoo_registry.normalise_dist(name)
         if key in dists:
             return dists[key]
         if key.startswith("olas-fake"):
@@ -122,7 +122,7 @@ def fake_site(tmp_path, monkeypatch):
 
         @staticmethod
         def register(name, version="1.0.0"):
-            dists[zoo_registry._normalise_dist(name)] = FakeDist(site, version)
+            dists[zoo_registry.normalise_dist(name)] = FakeDist(site, version)
 
     return Site
 
@@ -426,7 +426,7 @@ def test_concat_reader_seeks_across_parts(tmp_path):
         p = tmp_path / f"p{i}"
         p.write_bytes(blob[a:b])
         paths.append(p)
-    with zoo_sources._ConcatReader(paths) as r:
+    with zoo_sources.ConcatReader(paths) as r:
         assert r.read() == blob
         r.seek(995)
         assert r.read(10) == blob[995:1005]

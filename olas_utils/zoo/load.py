@@ -20,7 +20,7 @@ from olas_utils.architecture import is_causal_config
 from olas_utils.zoo.errors import UnknownModelError
 from olas_utils.zoo.folders import read_marker
 from olas_utils.zoo.preparation import prepare
-from olas_utils.zoo.registry import REGISTRY, ZooEntry, _zoo_names_text, get_entry
+from olas_utils.zoo.registry import REGISTRY, ZooEntry, zoo_names_text, get_entry
 
 __all__ = ["LoadedModel", "load_model", "random_init_copy", "weights_fingerprint"]
 
@@ -152,7 +152,7 @@ def load_model(name_or_path: str | os.PathLike, *, device: str | torch.device | 
             raise FileNotFoundError(
                 f"model folder {folder} has no config.json, so it is not a Hugging Face model folder (config.json, "
                 f"weights, tokenizer files); pass the folder that holds config.json, or a zoo model: "
-                f"{_zoo_names_text()}.")
+                f"{zoo_names_text()}.")
         source, display = str(folder), folder.name
         marker = read_marker(folder)
         if marker is not None:
@@ -160,7 +160,7 @@ def load_model(name_or_path: str | os.PathLike, *, device: str | torch.device | 
             entry = REGISTRY.get(marker.get("entry", ""))
     elif isinstance(name_or_path, os.PathLike) or _looks_like_path(raw) or Path(raw).expanduser().exists():
         raise FileNotFoundError(f"model folder {Path(raw).expanduser()} does not exist (or is not a folder). "
-                                f"Zoo models: {_zoo_names_text()}.")
+                                f"Zoo models: {zoo_names_text()}.")
     else:
         close = difflib.get_close_matches(raw, list(REGISTRY), n=3, cutoff=0.75)
         if close and "/" not in raw:
@@ -179,7 +179,7 @@ def load_model(name_or_path: str | os.PathLike, *, device: str | torch.device | 
             f"could not load model {raw!r}: it is not a zoo model, not an existing folder, and the "
             f"Hugging Face id could not be found locally (Hugging Face cache) or fetched from the hub "
             f"({str(e).splitlines()[0] if str(e) else type(e).__name__}). Offline, use a zoo model: "
-            f"{_zoo_names_text()} (see `python -m olas_utils.zoo list`), or pass a local folder.",
+            f"{zoo_names_text()} (see `python -m olas_utils.zoo list`), or pass a local folder.",
             name=raw) from e
 
     causal = is_causal_config(config)  # raises ValueError for encoder-decoder

@@ -20,14 +20,14 @@ from olas_utils.atomic import write_json_atomic
 from olas_utils.zoo.folders import (
     MARKER_FORMAT,
     MARKER_NAME,
-    _marker_valid,
-    _models_root,
-    _work_dir,
+    marker_valid,
+    models_root,
+    work_dir,
     read_marker,
 )
 from olas_utils.zoo.formats import PREPARERS
 from olas_utils.zoo.registry import get_entry
-from olas_utils.zoo.sources import _locate, check_installed
+from olas_utils.zoo.sources import locate, check_installed
 
 __all__ = ["prepare"]
 
@@ -89,24 +89,24 @@ def prepare(name: str, cache_dir: str | os.PathLike | None = None, force: bool =
     """
     entry = get_entry(name)
     cache = settings.cache_dir(cache_dir)
-    root = _models_root(cache)
+    root = models_root(cache)
     target = root / entry.name
-    if not force and _marker_valid(entry, read_marker(target)):
+    if not force and marker_valid(entry, read_marker(target)):
         logger.debug("%s: already prepared in %s", entry.name, target)
         return target
 
     paths = check_installed(entry.name)
     with _lock(root / f".{entry.name}.lock"):
-        if not force and _marker_valid(entry, read_marker(target)):  # another process did it
+        if not force and marker_valid(entry, read_marker(target)):  # another process did it
             return target
         t0 = time.perf_counter()
         tmp = root / f".tmp-{entry.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        work = _work_dir(cache, entry.name)
+        work = work_dir(cache, entry.name)
         tmp.mkdir()
         try:
             actual = PREPARERS[entry.strategy](entry, paths, tmp, cache)
             for extra in entry.extra_files:
-                shutil.copy2(_locate(entry, extra), tmp / Path(extra.path).name)
+                shutil.copy2(locate(entry, extra), tmp / Path(extra.path).name)
             marker = {
                 "format": MARKER_FORMAT,
                 "entry": entry.name,

@@ -92,9 +92,9 @@ class ZooEntry:
             raise ValueError(f"strategy must be one of {_STRATEGIES}, not {self.strategy!r}")
         if not self.sources:
             raise ValueError(f"zoo entry {self.name!r} has no sources")
-        dists = {_normalise_dist(d) for d, _ in self.packages}
+        dists = {normalise_dist(d) for d, _ in self.packages}
         for s in self.sources + self.extra_files:
-            if _normalise_dist(s.dist) not in dists:
+            if normalise_dist(s.dist) not in dists:
                 raise ValueError(f"source {s} of {self.name!r} is not in its packages")
 
     @property
@@ -113,7 +113,7 @@ class ZooEntry:
         return self.strategy in ("gguf_parts", "gguf_file")
 
 
-def _normalise_dist(name: str) -> str:
+def normalise_dist(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
@@ -314,9 +314,9 @@ def get_entry(name: str) -> ZooEntry:
         close = difflib.get_close_matches(str(name), list(REGISTRY), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise UnknownModelError(
-            f"{name!r} is not a zoo model.{hint} Zoo models: {_zoo_names_text()}.",
+            f"{name!r} is not a zoo model.{hint} Zoo models: {zoo_names_text()}.",
             name=str(name), suggestions=close) from None
 
 
-def _zoo_names_text() -> str:
+def zoo_names_text() -> str:
     return ", ".join(e.name + ("" if e.default else " (optional)") for e in list_models())

