@@ -19,10 +19,11 @@ Pure tensor code; importing this module does no work.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 import torch
+
+from olas_utils.vocabulary import MapKey
 
 __all__ = ["uniform_attention", "uniform_reference"]
 
@@ -57,21 +58,25 @@ def uniform_attention(attention_mask: torch.Tensor, *, causal: bool) -> torch.Te
 def _reference(key: str, t: int, causal: bool, num_layers: int) -> torch.Tensor:
     from olas_utils.ola import OrderAccumulator
 
+    try:
+        parsed = MapKey.parse(key)
+    except ValueError:
+        parsed = None
     u = uniform_attention(torch.ones(1, t), causal=causal).to(torch.float64)
-    if m := re.fullmatch(r"ola:(\d+)", key):
-        k = int(m.group(1))
+    if parsed is not None and parsed.method == "ola":
+        k = parsed.order
         if k > num_layers:
             raise ValueError(f"order {k} is outside 0..{num_layers}")
         acc = OrderAccumulator(max_order=k, num_layers=num_layers, dtype=torch.float64)
         for _ in range(num_layers):
             acc.add_layer(u)
         out = acc.ola(k)
-    elif key == "rollout":
+    elif parsed is not None and parsed.method == "rollout":
         acc = OrderAccumulator(max_order=0, num_layers=num_layers, rollout=True, dtype=torch.float64)
         for _ in range(num_layers):
             acc.add_layer(u)
         out = acc.rollout_map()
-    elif re.fullmatch(r"layer:-?\d+", key):
+    elif parsed is not None and parsed.method == "layer":
         out = u
     else:
         raise ValueError(f"no uniform reference for key {key!r}: use 'ola:k', 'rollout' or 'layer:i'")
