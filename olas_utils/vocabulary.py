@@ -91,17 +91,15 @@ class Control(enum.Enum):
         return f"+{self.ident}(seed={seed})"
 
     @classmethod
-    def parse(cls, value: Union[Control, str, None]) -> Control:
-        """A control from itself, its :attr:`ident` or its :attr:`condition` (None: the
-        trained model, as map caches spell it).
+    def parse(cls, value: Union[Control, str]) -> Control:
+        """A control from itself, its :attr:`ident` or its :attr:`condition`.
 
         Raises:
-            ValueError: on any other value, naming the accepted ones.
+            ValueError: on any other value (None included: the trained model is
+                :attr:`TRAINED`), naming the accepted ones.
         """
         if isinstance(value, Control):
             return value
-        if value is None:
-            return cls.TRAINED
         for c, row in CONTROL_LABELS.items():
             if value in (row.ident, row.condition):
                 return c

@@ -31,15 +31,20 @@ from typing import Sequence
 import pandas as pd
 
 from olas_utils.data.tasks import TaskData, load_task
+from olas_utils.vocabulary import Control
 
-__all__ = ["PROFILES", "PAPER_CLAIMS", "CONDITIONS", "VARIANTS", "CONTROLS", "load_splits", "run_transfer",
-           "transfer_matrix"]
+__all__ = ["PROFILES", "PAPER_CLAIMS", "CONDITIONS", "VARIANTS", "CONTROLS", "TRANSFER_CONTROLS", "load_splits",
+           "run_transfer", "transfer_matrix"]
 
 #: Single-source training variants: name → (input normalisation, augmentations).
 VARIANTS: dict[str, tuple[str, bool]] = {"plain": ("none", False), "rank": ("rank", False),
                                          "augmented": ("none", True)}
-#: Controls of every transfer table.
-CONTROLS = ("random-init target", "tokenizer-only", "position-only", "baseline")
+#: Controls of every transfer table, in display order (their condition names are :data:`CONTROLS`).
+TRANSFER_CONTROLS = (Control.RANDOM_INIT_TARGET, Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.BASELINE)
+#: Condition names of :data:`TRANSFER_CONTROLS` (the ``condition`` column).
+CONTROLS = tuple(c.condition for c in TRANSFER_CONTROLS)
+#: The adapter inputs trained besides the model's maps.
+_INPUT_CONTROLS = (Control.TOKENIZER_ONLY, Control.POSITION_ONLY)
 #: Table conditions, in display order.
 CONDITIONS = ("self", "transfer", "transfer (rank)", "transfer (augmented)", "transfer (multi-source)",
               "TOA (headline)") + CONTROLS
@@ -125,8 +130,8 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
         for task, (train, dev, test) in splits.items():
             for data in (train, dev, test):
                 store.maps(name, data)
-                store.maps(name, data, "uniform")
-            store.maps(name, test, "random")
+                store.maps(name, data, Control.TOKENIZER_ONLY)
+            store.maps(name, test, Control.RANDOM_INIT_TARGET.maps)
         store.release()
     family = {m: store.family(m) for m in models}
     rows = []
@@ -141,26 +146,26 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
     for task, (train, dev, test) in splits.items():
         metric = HEADLINE[task]
 
-        def ex(name, data, variant="plain", inputs="ola", control=None):
+        def ex(name, data, variant="plain", inputs=Control.TRAINED, control=Control.TRAINED):
             return store.examples(name, data, keys, inputs=inputs, control=control, normalize=VARIANTS[variant][0])
 
         def ev(model, target, x):  # test scores; POS also as the released code counts it (paper.md §5)
             wid = store.maps(target, test).word_ids if task == "pos" else None
             return evaluate(model, x, test, device=device, word_ids=wid)
 
-        def job(names, variant="plain", inputs="ola"):
+        def job(names, variant="plain", inputs=Control.TRAINED):
             x_tr, x_dv = (_interleave([ex(n, d, variant, inputs) for n in names]) for d in (train, dev))
             return adapter_job((x_tr, train), (x_dv, dev), cfg, seed=seed, augment=VARIANTS[variant][1],
                                provenance=provenance(names, keys, cfg["level"], inputs=inputs, variant=variant),
                                device=device, checkpoint_dir=checkpoint_dir,
-                               desc=f"{task} on {'+'.join(names)} {variant} {inputs}")
+                               desc=f"{task} on {'+'.join(names)} {variant} {inputs.condition}")
 
         plan = {("single", s, v): job([s], v) for s in models for v in VARIANTS}
         for target in models:
             others = [s for s in models if s != target and family[s] == family[target]]
             if others:
                 plan["multi", target, "plain"] = job(others)
-            for inputs in ("tokenizer-only", "position-only"):
+            for inputs in _INPUT_CONTROLS:
                 plan[inputs, target, "plain"] = job([target], "plain", inputs)
         trained = train_adapters(plan, cfg, progress=progress)  # every distinct run once, in parallel on a CPU
         adapters = {(s, v): trained["single", s, v] for s in models for v in VARIANTS}
@@ -173,8 +178,8 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
             add(task, target, target, "self", "plain", ev(model, target, ex(target, test)), info)
             for source in peers:
                 model, info = adapters[source, "plain"]
-                add(task, source, target, "random-init target", "plain",
-                    ev(model, target, ex(target, test, control="random")), info)
+                add(task, source, target, Control.RANDOM_INIT_TARGET.condition, "plain",
+                    ev(model, target, ex(target, test, control=Control.RANDOM_INIT_TARGET)), info)
             for source in others:
                 for v in VARIANTS:
                     model, info = adapters[source, v]
@@ -190,13 +195,13 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
                           and r["source"] in others]
                 mean = {k: sum(r[k] for r in chosen) / len(chosen) for k in score_keys(chosen[0])}
                 add(task, "chosen", target, "TOA (headline)", choice[0], mean, dev_choice=choice[1])
-            for inputs in ("tokenizer-only", "position-only"):
+            for inputs in _INPUT_CONTROLS:
                 model, info = trained[inputs, target, "plain"]
-                add(task, target, target, inputs, "plain",
+                add(task, target, target, inputs.condition, "plain",
                     ev(model, target, ex(target, test, inputs=inputs)), info)
         base = score(test, trivial_baseline(train, test))
         rows.append({"task": task, "metric": metric, "family": "-", "source": "-", "target": "-",
-                     "condition": "baseline", "variant": "-", "score": base[metric], **base})
+                     "condition": Control.BASELINE.condition, "variant": "-", "score": base[metric], **base})
     return pd.DataFrame(rows)
 
 
