@@ -10,11 +10,11 @@ import torch
 
 from olas_utils.data.tasks import load_task
 from olas_utils.studies.adapters import MapStore, adapter_job, provenance
-from olas_utils.toa.fit import fit_adapter
+from olas_utils.toa.fit import AdapterSettings, fit_adapter
 from olas_utils.toa.parallel import fit_many
 from olas_utils.toa.taskmaps import ModelPool
 
-CFG = {"adapter": "tiny", "epochs": 2, "patience": 1, "batch_size": 8, "lr": 2e-3, "arc_dim": 16, "label_dim": 8}
+CFG = AdapterSettings(adapter="tiny", epochs=2, patience=1, batch_size=8, lr=2e-3, arc_dim=16, label_dim=8)
 
 
 @pytest.fixture(scope="module")

@@ -21,10 +21,13 @@ give byte-identical examples, hence one checkpoint: they are trained once and re
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from olas_utils.data.tasks import TaskData
 from olas_utils.vocabulary import Control, family_of
+
+if TYPE_CHECKING:
+    from olas_utils.toa.fit import AdapterSettings
 
 __all__ = ["INPUTS", "MapStore", "provenance", "adapter_job", "train_adapters", "resources"]
 
@@ -115,7 +118,7 @@ def provenance(models: Sequence[str], keys: Sequence[str], level: str, *, inputs
     return {"models": list(models), "keys": list(keys), "level": level, "variant": variant}
 
 
-def adapter_job(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: dict, *, seed: int = 0,
+def adapter_job(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: AdapterSettings, *, seed: int = 0,
                 provenance: dict | None = None, augment: bool = False, device="cpu", checkpoint_dir=None,
                 desc: str = "train") -> dict:
     """Keyword arguments of :func:`olas_utils.toa.fit.fit_adapter` for one adapter of a
@@ -123,8 +126,7 @@ def adapter_job(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: d
 
     Args:
         train, dev: ``(examples, data)`` (dev: a dev split or a held-out tenth, never test).
-        cfg: a profile (``adapter``, ``epochs``, ``patience``, ``batch_size``, ``lr``,
-            ``arc_dim``, ``label_dim``; optional ``min_epochs``).
+        cfg: a profile's :class:`~olas_utils.toa.fit.AdapterSettings` (its ``training``).
         seed: initialisation and batch-order seed.
         provenance: identifies the run beyond its examples (:func:`provenance`).
         augment: the paper's augmentations (highlighted sink columns p 0.3, temperature p 0.3,
@@ -141,14 +143,14 @@ def adapter_job(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: d
     tcfg, heads = profile_training(cfg, seed, d_tr.kind)
     if augment:
         tcfg = replace(tcfg, sink_p=0.3, temperature_p=0.3)
-    return {"examples": x_tr, "data": d_tr, "adapter": adapter_config(cfg["adapter"], int(x_tr[0].image.shape[0])),
+    return {"examples": x_tr, "data": d_tr, "adapter": adapter_config(cfg.adapter, int(x_tr[0].image.shape[0])),
             "cfg": tcfg, "checkpoint_dir": checkpoint_dir or (cache_dir() / "toa"), "provenance": provenance,
-            "head_kwargs": heads, "dev": dev, "patience": cfg.get("patience", 2),
-            "min_epochs": cfg.get("min_epochs", 1), "device": device, "desc": desc}
+            "head_kwargs": heads, "dev": dev, "patience": cfg.patience,
+            "min_epochs": cfg.min_epochs, "device": device, "desc": desc}
 
 
-def train_adapters(jobs: dict, cfg: dict, *, progress: bool = True) -> dict:
-    """Train the :func:`adapter_job` runs in ``jobs`` (name → job), ``cfg["workers"]`` at a
+def train_adapters(jobs: dict, cfg: AdapterSettings, *, progress: bool = True) -> dict:
+    """Train the :func:`adapter_job` runs in ``jobs`` (name → job), ``cfg.workers`` at a
     time on a CPU (:func:`olas_utils.toa.parallel.fit_many`; default one per core; one at a
     time on an accelerator), each distinct run once. Returns name → ``(model, info)``."""
     from olas_utils.toa.parallel import fit_many
@@ -157,17 +159,17 @@ def train_adapters(jobs: dict, cfg: dict, *, progress: bool = True) -> dict:
     return fit_many(jobs, workers=_workers(cfg, device), progress=progress)
 
 
-def _workers(cfg: dict, device) -> int:
-    """Adapters a profile trains at a time: ``cfg["workers"]`` (default one per core) on the
+def _workers(cfg: AdapterSettings, device) -> int:
+    """Adapters a profile trains at a time: ``cfg.workers`` (default one per core) on the
     CPU, 1 on an accelerator (the profile's setting is a CPU setting)."""
     from olas_utils.toa.parallel import default_workers
 
-    return 1 if str(device) != "cpu" else int(cfg.get("workers") or default_workers(device))
+    return 1 if str(device) != "cpu" else int(cfg.workers or default_workers(device))
 
 
-def resources(cfg: dict, device="cpu") -> str:
+def resources(cfg: AdapterSettings, device="cpu") -> str:
     """How a profile's adapters are trained, for the sizes line beside every table: threads,
-    and on a CPU how many adapters train at a time (``cfg["workers"]``, default one per core)."""
+    and on a CPU how many adapters train at a time (``cfg.workers``, default one per core)."""
     import torch
 
     threads = torch.get_num_threads()

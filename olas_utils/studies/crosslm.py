@@ -18,37 +18,38 @@ import numpy as np
 import pandas as pd
 
 from olas_utils.studies.depth import orders_for
+from olas_utils.studies.profiles import ClassifierSettings, CrossLMProfile
 from olas_utils.vocabulary import FAMILIES, Control, MapKey
 
 __all__ = ["PROFILES", "ImageSet", "extract_images", "retrieval_frame", "retrieval_summary", "classifier_frame"]
 
+
+_U, _R, _S = Control.TOKENIZER_ONLY, Control.RANDOM_WEIGHTS, Control.SHUFFLED_LAYERS
+_BASELINES = ("rollout", "layer:0", "layer:-1")
+_PROTOCOLS = ("released", "paper", "word")
 
 #: Notebook 02 sizes per profile (``models=None``: the default zoo). Every control runs on
 #: every protocol; the uniform control costs no forward pass, and each model (and control
 #: copy) runs once for all protocols. Retrieval of the controls uses SSIM only (the paper's
 #: metric); the trained models also get Pearson. A model shallower than an order has no
 #: images of it and is left out of that order's comparisons.
-PROFILES: dict[str, dict] = {
-    "smoke": {
-        "models": ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"], "n_chunks": 12, "orders": [1, 2],
-        "baselines": ["rollout"], "protocols": ["released", "paper", "word"], "controls": ["uniform", "random"],
-        "classifier_keys": ["ola:1"], "classifier_epochs": 2, "classifier_patience": 1,
-        "classifier_controls": ["uniform"], "classifier_protocol": "paper", "classifier_targets": "last", "classifier_refit": False, "batch_size": 4,
-    },
-    "quick": {
-        "models": None, "n_chunks": 128, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
-        "protocols": ["released", "paper", "word"], "controls": ["uniform", "random", "shuffled"],
-        "classifier_keys": ["ola:1"], "classifier_epochs": 12, "classifier_patience": 3,
-        "classifier_controls": ["uniform", "random"], "classifier_protocol": "paper", "classifier_targets": "last", "classifier_refit": False,
-        "batch_size": 8,
-    },
-    "paper": {
-        "models": None, "n_chunks": 1000, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
-        "protocols": ["released", "paper", "word"], "controls": ["uniform", "random", "shuffled"],
-        "classifier_keys": ["ola:1", "ola:2", "ola:3", "rollout", "layer:0", "layer:-1"], "classifier_epochs": 60,
-        "classifier_patience": 8, "classifier_controls": ["uniform", "random", "shuffled"], "classifier_protocol": "paper",
-        "classifier_targets": "all", "classifier_refit": True, "batch_size": 16,
-    },
+PROFILES: dict[str, CrossLMProfile] = {
+    "smoke": CrossLMProfile(
+        models=("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"), n_chunks=12, orders=(1, 2),
+        baselines=("rollout",), protocols=_PROTOCOLS, controls=(_U, _R),
+        classifier=ClassifierSettings(keys=("ola:1",), epochs=2, patience=1, controls=(_U,), protocol="paper",
+                                      targets="last", refit=False),
+        batch_size=4),
+    "quick": CrossLMProfile(
+        models=None, n_chunks=128, orders=(1, 2, 3), baselines=_BASELINES, protocols=_PROTOCOLS, controls=(_U, _R, _S),
+        classifier=ClassifierSettings(keys=("ola:1",), epochs=12, patience=3, controls=(_U, _R), protocol="paper",
+                                      targets="last", refit=False),
+        batch_size=8),
+    "paper": CrossLMProfile(
+        models=None, n_chunks=1000, orders=(1, 2, 3), baselines=_BASELINES, protocols=_PROTOCOLS, controls=(_U, _R, _S),
+        classifier=ClassifierSettings(keys=("ola:1", "ola:2", "ola:3") + _BASELINES, epochs=60, patience=8,
+                                      controls=(_U, _R, _S), protocol="paper", targets="all", refit=True),
+        batch_size=16),
 }
 
 

@@ -18,6 +18,7 @@ import torch
 from olas_utils.extract import OLAMaps, extract_ola
 from olas_utils.studies.depth import orders_for
 from olas_utils.studies.plots import grouped_heatmaps, save_figure
+from olas_utils.studies.profiles import GalleryProfile
 from olas_utils.sinks import outlier_mask, remove_outliers, renormalize_rows
 from olas_utils.vocabulary import MapKey, family_of
 
@@ -26,10 +27,10 @@ __all__ = ["PROFILES", "GALLERY_SENT_IDS", "gallery_sentences", "extract_gallery
 
 #: Notebook 01 sizes per profile. ``models=None`` means the default zoo (a model shallower
 #: than an order is drawn without it, see :mod:`olas_utils.studies.depth`).
-PROFILES: dict[str, dict] = {
-    "smoke": {"models": ["minilm-l6", "smollm2-135m"], "n_sentences": 1, "orders": [1, 2]},
-    "quick": {"models": None, "n_sentences": 4, "orders": [1, 2, 3]},
-    "paper": {"models": None, "n_sentences": 4, "orders": [1, 2, 3]},
+PROFILES: dict[str, GalleryProfile] = {
+    "smoke": GalleryProfile(models=("minilm-l6", "smollm2-135m"), n_sentences=1, orders=(1, 2)),
+    "quick": GalleryProfile(models=None, n_sentences=4, orders=(1, 2, 3)),
+    "paper": GalleryProfile(models=None, n_sentences=4, orders=(1, 2, 3)),
 }
 
 

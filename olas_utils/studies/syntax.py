@@ -14,6 +14,7 @@ import pandas as pd
 from olas_utils.sinks import preprocess
 from olas_utils.data.tasks import TaskData
 from olas_utils.studies.depth import keys_for, orders_for
+from olas_utils.studies.profiles import AdapterSettings, SplitSizes, SyntaxProfile
 from olas_utils.vocabulary import CAUSAL, ENCODER, Control, MapKey, family_of
 
 __all__ = ["PROFILES", "PAPER_PARSER", "PROBE_VARIANTS", "PARSER_CONTROLS", "probe_maps", "probe_frame", "parser_frame",
@@ -26,16 +27,23 @@ __all__ = ["PROFILES", "PAPER_PARSER", "PROBE_VARIANTS", "PARSER_CONTROLS", "pro
 #: adapters trained at the same time, one thread each (:func:`olas_utils.toa.parallel.fit_many`;
 #: None: one per core). The quick training settings equal notebook 04's, so the dependency
 #: adapters of the models both notebooks use (and the controls) are trained once for both.
-PROFILES: dict[str, dict] = {
-    "smoke": {"models": ["minilm-l6", "smollm2-135m"], "n_train": 24, "n_dev": 12, "n_test": 16, "max_words": 15,
-              "keys": ["ola:1", "rollout"], "level": "word", "adapter": "tiny", "epochs": 2, "patience": 1,
-              "batch_size": 8, "lr": 2e-3, "arc_dim": 32, "label_dim": 16, "workers": 1},
-    "quick": {"models": ["minilm-l6", "smollm2-135m"], "n_train": 2000, "n_dev": 300, "n_test": 500, "min_words": 3,
-              "max_words": 30, "keys": ["ola:1", "ola:2", "ola:3", "rollout"], "level": "word", "adapter": "small",
-              "epochs": 5, "patience": 2, "batch_size": 8, "lr": 3e-3, "arc_dim": 128, "label_dim": 64, "workers": 2},
-    "paper": {"models": None, "n_train": None, "n_dev": None, "n_test": None, "max_words": None, "min_words": 1,
-              "keys": ["ola:1", "ola:2", "ola:3", "rollout"], "level": "subword", "adapter": "paper", "epochs": 15,
-              "patience": 3, "batch_size": 2, "lr": 3e-5, "arc_dim": 512, "label_dim": 128, "workers": None},
+PROFILES: dict[str, SyntaxProfile] = {
+    "smoke": SyntaxProfile(
+        models=("minilm-l6", "smollm2-135m"), sizes=SplitSizes(n_train=24, n_dev=12, n_test=16, max_words=15),
+        keys=("ola:1", "rollout"), level="word",
+        training=AdapterSettings(adapter="tiny", epochs=2, patience=1, batch_size=8, lr=2e-3, arc_dim=32, label_dim=16,
+                                 workers=1)),
+    "quick": SyntaxProfile(
+        models=("minilm-l6", "smollm2-135m"),
+        sizes=SplitSizes(n_train=2000, n_dev=300, n_test=500, min_words=3, max_words=30),
+        keys=("ola:1", "ola:2", "ola:3", "rollout"), level="word",
+        training=AdapterSettings(adapter="small", epochs=5, patience=2, batch_size=8, lr=3e-3, arc_dim=128,
+                                 label_dim=64, workers=2)),
+    "paper": SyntaxProfile(
+        models=None, sizes=SplitSizes(n_train=None, n_dev=None, n_test=None, max_words=None, min_words=1),
+        keys=("ola:1", "ola:2", "ola:3", "rollout"), level="subword",
+        training=AdapterSettings(adapter="paper", epochs=15, patience=3, batch_size=2, lr=3e-5, arc_dim=512,
+                                 label_dim=128, workers=None)),
 }
 
 #: Condition names of the trained parser and of the model-free baseline.
@@ -116,7 +124,7 @@ def probe_frame(models: Sequence[str], test: TaskData, pool, *, keys: Sequence[s
     return pd.DataFrame(rows)
 
 
-def parser_frame(models: Sequence[str], train: TaskData, dev: TaskData, test: TaskData, pool, cfg: dict, *,
+def parser_frame(models: Sequence[str], train: TaskData, dev: TaskData, test: TaskData, pool, cfg: SyntaxProfile, *,
                  seed: int = 0, device="cpu", checkpoint_dir=None, progress: bool = True,
                  store=None) -> pd.DataFrame:
     """The biaffine OLA parser trained per model and key (paper.md §3) beside its controls,
@@ -138,10 +146,9 @@ def parser_frame(models: Sequence[str], train: TaskData, dev: TaskData, test: Ta
         models: model names.
         train, dev, test: EWT splits (``load_task("dependency", "train" | "dev" | "test", ...)``).
         pool: a :class:`~olas_utils.toa.taskmaps.ModelPool`.
-        cfg: a profile of :data:`PROFILES` (keys, level, adapter, epochs, patience,
-            batch_size, lr, arc_dim, label_dim; optional ``workers``: adapters trained at
-            the same time on a CPU, see :func:`olas_utils.toa.parallel.fit_many`); a model
-            shallower than an order skips its key.
+        cfg: a profile of :data:`PROFILES` (its keys, level and training settings;
+            ``training.workers``: adapters trained at the same time on a CPU, see
+            :func:`olas_utils.toa.parallel.fit_many`); a model shallower than an order skips its key.
         seed: training seed.
         device: where to train.
         checkpoint_dir: resumable checkpoints (default ``<cache>/toa``).
@@ -158,7 +165,7 @@ def parser_frame(models: Sequence[str], train: TaskData, dev: TaskData, test: Ta
     from olas_utils.studies.adapters import MapStore, adapter_job, provenance, train_adapters
     from olas_utils.toa.fit import evaluate, score, trivial_baseline
 
-    store = store or MapStore(pool, level=cfg["level"], progress=progress)
+    store = store or MapStore(pool, level=cfg.level, progress=progress)
     plan = {}
     for name in models:  # 1. maps, model-major (each model and its random copy loaded once), and the runs
         for data in (train, dev, test):
@@ -166,14 +173,14 @@ def parser_frame(models: Sequence[str], train: TaskData, dev: TaskData, test: Ta
             store.maps(name, data, Control.TOKENIZER_ONLY)
         store.maps(name, test, Control.RANDOM_INIT_TARGET.maps)
         store.release()
-        for key in keys_for(name, cfg["keys"]):
+        for key in keys_for(name, cfg.keys):
             for inputs in (Control.TRAINED, Control.TOKENIZER_ONLY, Control.POSITION_ONLY):
                 x = {s: store.examples(name, d, [key], inputs=inputs) for s, d in (("train", train), ("dev", dev))}
                 plan[name, key, inputs] = adapter_job(
-                    (x["train"], train), (x["dev"], dev), cfg, seed=seed, device=device,
-                    provenance=provenance([name], [key], cfg["level"], inputs=inputs),
+                    (x["train"], train), (x["dev"], dev), cfg.training, seed=seed, device=device,
+                    provenance=provenance([name], [key], cfg.level, inputs=inputs),
                     checkpoint_dir=checkpoint_dir, desc=f"parser {name} {key} {inputs.condition}")
-    trained = train_adapters(plan, cfg, progress=progress)  # 2. every distinct run once, in parallel on a CPU
+    trained = train_adapters(plan, cfg.training, progress=progress)  # 2. every distinct run once, in parallel on a CPU
 
     rows = []
 
