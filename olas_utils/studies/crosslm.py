@@ -58,9 +58,9 @@ class ImageSet:
     """Cached images of every model, per (control, protocol).
 
     Attributes:
-        caches: ``{(control, protocol): {model: CachedImages}}``; control is a
-            :attr:`~olas_utils.vocabulary.Control.ident`: ``"none"`` (the trained model),
-            ``"uniform"`` (tokenizer-only), ``"random"`` or ``"shuffled"``.
+        caches: ``{(control, protocol): {model: CachedImages}}``; control is the
+            :attr:`~olas_utils.vocabulary.Control.ident` of the trained model or of a
+            control copy (tokenizer-only, random weights, shuffled layers).
         families: ``{model: "encoder" | "causal"}``.
         keys: the map keys stored.
         built: ``(model, control identifier)`` of every control copy that had to be built (its caches
@@ -121,8 +121,8 @@ def extract_images(
             model gets the orders it has (:func:`olas_utils.studies.depth.orders_for`).
         protocols: some of ``"released"``, ``"paper"``, ``"word"``, for the models and
             every control.
-        controls: some of :data:`olas_utils.zoo.controls.CONTROLS` (or their identifiers
-            ``"uniform"``, ``"random"``, ``"shuffled"``).
+        controls: some of :data:`olas_utils.zoo.controls.CONTROLS` (or their
+            :attr:`~olas_utils.vocabulary.Control.ident`).
         batch_size, seed, device, progress, cache_dir: see
             :func:`~olas_utils.similarity.cache.extract_protocols`.
 
@@ -260,7 +260,7 @@ def classifier_frame(
         refit: retrain on all sources after leave-one-source-out selection.
         patience: early-stopping patience in epochs (None: train all ``epochs``).
         controls: controls to train and test the same way (e.g. ``[Control.TOKENIZER_ONLY,
-            Control.RANDOM_WEIGHTS]`` or their identifiers ``["uniform", "random"]``).
+            Control.RANDOM_WEIGHTS]``, or their identifiers).
 
     Returns:
         A DataFrame with columns ``family, control, target, sources, key, protocol,

@@ -68,7 +68,7 @@ def layer_permutation(num_layers: int, seed: int = 0) -> tuple[int, ...]:
     ``i`` of the shuffled model. Drawn with ``torch.randperm`` from a private
     ``torch.Generator`` seeded with ``seed`` (the global RNG is not touched); an identity
     draw is rejected and redrawn (from the same generator) when ``num_layers >= 2``, so a
-    "shuffled" model is never the original.
+    shuffled model is never the original.
 
     Args:
         num_layers: N, number of layers (>= 1).
