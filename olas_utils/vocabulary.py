@@ -45,6 +45,9 @@ class Control(enum.Enum):
     RANDOM_INIT_TARGET = enum.auto()
     BASELINE = enum.auto()
 
+    def __repr__(self) -> str:
+        return f"Control.{self.name}"
+
     @property
     def labels(self) -> ControlLabels:
         """This control's row of :data:`CONTROL_LABELS`."""

@@ -112,8 +112,7 @@ class ModelPool:
 def maps_key(weights_id: str, model: str, control: Control | str, seed: int, orders: Sequence[int],
              rollout: bool) -> str:
     """SHA-256 of everything a sentence's maps depend on besides its words (the weights,
-    control and its seed, orders, rollout and library versions): one shard folder each.
-    The control enters as :attr:`Control.cache_id` (None for the trained model)."""
+    control and its seed, orders, rollout and library versions): one shard folder each."""
     control = _control(control)
     payload = {"weights": weights_id, "model": model, "control": control.cache_id,
                "control_seed": seed if control is Control.RANDOM_WEIGHTS else None,
