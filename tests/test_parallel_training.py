@@ -123,5 +123,6 @@ def test_multi_source_examples_take_sentence_i_from_source_i_mod_k():
 def test_a_profiles_workers_setting_is_for_the_cpu_only():
     from olas_utils.studies.adapters import _workers, resources
 
-    assert _workers({"workers": 2}, "cpu") == 2 and _workers({"workers": 2}, "cuda") == 1
-    assert "at a time" not in resources({"workers": 2}, "cuda")
+    two = replace(CFG, workers=2)
+    assert _workers(two, "cpu") == 2 and _workers(two, "cuda") == 1
+    assert "at a time" not in resources(two, "cuda")

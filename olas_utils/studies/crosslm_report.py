@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from olas_utils.studies.crosslm import ImageSet
-from olas_utils.vocabulary import FAMILIES, KEY_LABELS, Control, key_label
+from olas_utils.vocabulary import CAUSAL, ENCODER, FAMILIES, KEY_LABELS, Control, key_label
 
 __all__ = ["KEY_LABELS", "PAPER_RANGES", "CONTROL_LABELS", "key_label", "hit_matrix_figure", "example_pairs_figure",
            "verdict_frame", "protocol_frame", "comparison_markdown"]
@@ -185,7 +185,7 @@ def comparison_markdown(summary: pd.DataFrame, classifier: pd.DataFrame | None, 
     lo1, hi1 = PAPER_RANGES["retrieval_clm_order1_hit1"]
     lo5, hi5 = PAPER_RANGES["retrieval_clm_order1_hit5"]
     for protocol in dict.fromkeys(summary.protocol):
-        r = ret(protocol, "causal", "ola:1")
+        r = ret(protocol, CAUSAL, "ola:1")
         if r is None:
             continue
         inside = lo1 <= r["hit@1"] <= hi1
@@ -198,7 +198,7 @@ def comparison_markdown(summary: pd.DataFrame, classifier: pd.DataFrame | None, 
             + (" (`released` is the protocol comparable with the paper's numbers.)" if protocol == "released" else "")
         )
     if classifier is not None and not classifier.empty:
-        for family, key_range in (("causal", "classifier_clm"), ("encoder", "classifier_mlm")):
+        for family, key_range in ((CAUSAL, "classifier_clm"), (ENCODER, "classifier_mlm")):
             for key, suffix in (("ola:1", "order1"), ("rollout", "rollout")):
                 mine = (classifier.family == family) & (classifier.key == key)
                 s = classifier[mine & (classifier.control == _TRAINED)]
