@@ -21,10 +21,21 @@ from __future__ import annotations
 import enum
 import operator
 from dataclasses import dataclass
-from typing import Union
 
-__all__ = ["Control", "ControlLabels", "CONTROL_LABELS", "MapKey", "KeyMethod", "KEY_METHODS", "KEY_LABELS",
-           "key_label", "ENCODER", "CAUSAL", "FAMILIES", "family_of"]
+__all__ = [
+    "CAUSAL",
+    "CONTROL_LABELS",
+    "ENCODER",
+    "FAMILIES",
+    "KEY_LABELS",
+    "KEY_METHODS",
+    "Control",
+    "ControlLabels",
+    "KeyMethod",
+    "MapKey",
+    "family_of",
+    "key_label",
+]
 
 
 # ---------------------------------------------------------------------------- controls
@@ -94,7 +105,7 @@ class Control(enum.Enum):
         return f"+{self.ident}(seed={seed})"
 
     @classmethod
-    def parse(cls, value: Union[Control, str]) -> Control:
+    def parse(cls, value: Control | str) -> Control:
         """A control from itself, its :attr:`ident` or its :attr:`condition`.
 
         Raises:
@@ -207,7 +218,7 @@ class MapKey:
         return self.method if self.index is None else f"{self.method}:{self.index}"
 
     @classmethod
-    def parse(cls, key: Union[MapKey, str]) -> MapKey:
+    def parse(cls, key: MapKey | str) -> MapKey:
         """A key from its name (``"ola:2"``, ``"rollout"``, ``"layer:-1"``).
 
         Raises:
@@ -217,11 +228,12 @@ class MapKey:
         if isinstance(key, MapKey):
             return key
         if not isinstance(key, str):
-            raise ValueError(f"a map key is a string such as 'ola:2', not {key!r}")
+            # ValueError, not TypeError: parse_key and its callers catch one error type
+            raise ValueError(f"a map key is a string such as 'ola:2', not {key!r}")  # noqa: TRY004
         method, sep, idx = key.partition(":")
         if not sep:
             return cls(method)
-        body = idx[1:] if idx.startswith("-") else idx
+        body = idx.removeprefix("-")
         if not (body.isdigit() and body.isascii()):
             raise ValueError(f"map key {key!r}: the index {idx!r} is not an integer")
         return cls(method, int(idx))
@@ -268,7 +280,7 @@ KEY_LABELS: dict[str, str] = {
 }
 
 
-def key_label(key: Union[MapKey, str]) -> str:
+def key_label(key: MapKey | str) -> str:
     """Human-readable name of a map key (``"ola:2"`` → ``"OLA order 2"``)."""
     return KEY_LABELS.get(str(key), str(key))
 

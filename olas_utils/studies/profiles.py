@@ -14,8 +14,15 @@ from dataclasses import dataclass
 from olas_utils.toa.fit import AdapterSettings
 from olas_utils.vocabulary import Control
 
-__all__ = ["GalleryProfile", "ClassifierSettings", "CrossLMProfile", "SplitSizes", "AdapterSettings",
-           "SyntaxProfile", "TransferProfile"]
+__all__ = [
+    "AdapterSettings",
+    "ClassifierSettings",
+    "CrossLMProfile",
+    "GalleryProfile",
+    "SplitSizes",
+    "SyntaxProfile",
+    "TransferProfile",
+]
 
 
 @dataclass(frozen=True)

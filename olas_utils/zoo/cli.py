@@ -10,6 +10,7 @@ import time
 from typing import Iterable, Sequence
 
 from olas_utils import settings
+from olas_utils.zoo.controls import random_weights_copy
 from olas_utils.zoo.errors import (
     HashMismatchError,
     ModelNotInstalledError,
@@ -17,7 +18,6 @@ from olas_utils.zoo.errors import (
     ZooError,
 )
 from olas_utils.zoo.folders import is_prepared
-from olas_utils.zoo.controls import random_weights_copy
 from olas_utils.zoo.load import load_model
 from olas_utils.zoo.preparation import prepare
 from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY, get_entry

@@ -10,7 +10,14 @@ import pytest
 
 from olas_utils.extract import parse_key
 from olas_utils.vocabulary import (
-    CONTROL_LABELS, FAMILIES, KEY_METHODS, Control, KeyMethod, MapKey, family_of, key_label,
+    CONTROL_LABELS,
+    FAMILIES,
+    KEY_METHODS,
+    Control,
+    KeyMethod,
+    MapKey,
+    family_of,
+    key_label,
 )
 
 PACKAGE = Path(__file__).resolve().parents[2] / "olas_utils"
@@ -113,7 +120,7 @@ SHARED_WORDS = {"none", "ola", "uniform"}
 
 
 def _quoted(text: str) -> list[tuple[str, int]]:
-    pat = re.compile(r"""(["'])%s\1""" % re.escape(text))
+    pat = re.compile(r"""(["'])""" + re.escape(text) + r"\1")
     return [(str(p.relative_to(PACKAGE)), i) for p in sorted(PACKAGE.rglob("*.py"))
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pat.search(line)]
 
