@@ -9,7 +9,8 @@
     res = extract_ola(lm.model, lm.tokenizer, [["The", "cat", "sat", "."]], orders=(1, 2, 3))
     res["ola:2"][0]         # (T, T) tensor of sentence 0 (subword level, special tokens included)
 
-Stable names of what can be extracted (keys of :class:`OLAMaps`):
+Stable names of what can be extracted (keys of :class:`OLAMaps`; parsed and formatted by
+:class:`olas_utils.vocabulary.MapKey`):
 
 ==================  =========================================================================
 ``"ola:k"``         order-k OLA, ``k`` in ``0..N``
@@ -40,6 +41,7 @@ from olas_utils.capture import AttentionCapture
 from olas_utils.ola import OrderAccumulator, check_orders
 from olas_utils.maps import OLAMaps
 from olas_utils.uniform import uniform_attention
+from olas_utils.vocabulary import MapKey
 
 __all__ = ["OLAMaps", "extract_ola", "max_tokens", "length_buckets", "parse_key", "ATTENTIONS"]
 
@@ -52,7 +54,7 @@ def parse_key(key: str, num_layers: int) -> tuple[str, int | None]:
     """Split a map name (``"ola:2"``, ``"rollout"``, ``"layer:-1"``) into kind and index.
 
     Args:
-        key: the map name.
+        key: the map name (or a :class:`~olas_utils.vocabulary.MapKey`).
         num_layers: N, the model's number of layers (bounds the index).
 
     Returns:
@@ -62,17 +64,15 @@ def parse_key(key: str, num_layers: int) -> tuple[str, int | None]:
     Raises:
         ValueError: on an unknown name or an index out of range.
     """
-    kind, _, idx = key.partition(":")
-    if kind == "rollout" and not idx:
-        return kind, None
-    if kind in ("ola", "layer") and idx.lstrip("-").isdigit():
-        i = int(idx)
-        if kind == "ola":
-            check_orders([i], num_layers)
-        elif not -num_layers <= i < num_layers:
-            raise ValueError(f"layer index {i} is outside {-num_layers}..{num_layers - 1}")
-        return kind, i
-    raise ValueError(f"unknown map name {key!r}: use 'ola:K' (K in 0..{num_layers}), 'rollout' or 'layer:I'")
+    try:
+        k = MapKey.parse(key)
+    except ValueError as e:
+        raise ValueError(f"unknown map name {key!r} ({e}): use 'ola:K' (K in 0..{num_layers}), 'rollout' or "
+                         f"'layer:I'") from None
+    if k.method == "ola":
+        check_orders([k.index], num_layers)
+    k.check(num_layers)
+    return k.method, k.index
 
 
 def max_tokens(model: torch.nn.Module, tokenizer) -> int | None:
@@ -223,7 +223,7 @@ def extract_ola(
     n_layers = num_attention_layers(model)
     wanted = check_orders(orders, n_layers)
     layers = list(layers)
-    layer_idx = [parse_key(f"layer:{i}", n_layers)[1] % n_layers for i in layers]
+    layer_idx = [parse_key(MapKey.layer(i), n_layers)[1] % n_layers for i in layers]
     if device is not None:
         from olas_utils.settings import resolve_device
 
@@ -236,7 +236,8 @@ def extract_ola(
     batch_all = tokenize_words(tokenizer, sentences, max_length=max_tokens(model, tokenizer), truncation=truncation)
     check_tokenizer(model, tokenizer, batch_all.input_ids)
     lengths = batch_all.lengths
-    keys = [f"ola:{k}" for k in wanted] + (["rollout"] if rollout else []) + [f"layer:{i}" for i in layers]
+    keys = ([str(MapKey.ola(k)) for k in wanted] + ([str(MapKey("rollout"))] if rollout else [])
+            + [str(MapKey.layer(i)) for i in layers])
     out: dict[str, list] = {k: [None] * len(lengths) for k in keys}
     word_ids = [batch_all.word_ids[i, : lengths[i]].clone() for i in range(len(lengths))]
 
@@ -261,11 +262,11 @@ def extract_ola(
                 acc = cap.forward(**inputs)
                 if cap.observed_causal is not None and cap.observed_causal != causal:
                     _causality_mismatch(model, causal)
-            results = {f"ola:{k}": acc.ola(k) for k in wanted}
+            results = {str(MapKey.ola(k)): acc.ola(k) for k in wanted}
             if rollout:
-                results["rollout"] = acc.rollout_map()
+                results[str(MapKey("rollout"))] = acc.rollout_map()
             for i_req, i_abs in zip(layers, layer_idx):
-                results[f"layer:{i_req}"] = acc.layers[i_abs]
+                results[str(MapKey.layer(i_req))] = acc.layers[i_abs]
             for key, val in results.items():
                 val = val.float().cpu()
                 for row, i in enumerate(idx):

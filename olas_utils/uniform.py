@@ -22,10 +22,11 @@ Pure tensor code; importing this module does no work.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 import torch
+
+from olas_utils.vocabulary import MapKey
 
 __all__ = ["uniform_attention", "uniform_reference"]
 
@@ -86,6 +87,10 @@ def _reference(key: str, t: int, causal: bool, num_layers: int,
                windows: tuple[int | None, ...] | None = None) -> torch.Tensor:
     from olas_utils.ola import OrderAccumulator
 
+    try:
+        parsed = MapKey.parse(key)
+    except ValueError:
+        parsed = None
     if windows is None:
         u = uniform_attention(torch.ones(1, t), causal=causal).to(torch.float64)
         layers = [u] * num_layers
@@ -93,21 +98,21 @@ def _reference(key: str, t: int, causal: bool, num_layers: int,
         by_w = {w: uniform_attention(torch.ones(1, t), causal=causal, window=w).to(torch.float64)
                 for w in set(windows)}
         layers = [by_w[w] for w in windows]
-    if m := re.fullmatch(r"ola:(\d+)", key):
-        k = int(m.group(1))
+    if parsed is not None and parsed.method == "ola":
+        k = parsed.order
         if k > num_layers:
             raise ValueError(f"order {k} is outside 0..{num_layers}")
         acc = OrderAccumulator(max_order=k, num_layers=num_layers, dtype=torch.float64)
         for u in layers:
             acc.add_layer(u)
         out = acc.ola(k)
-    elif key == "rollout":
+    elif parsed is not None and parsed.method == "rollout":
         acc = OrderAccumulator(max_order=0, num_layers=num_layers, rollout=True, dtype=torch.float64)
         for u in layers:
             acc.add_layer(u)
         out = acc.rollout_map()
-    elif m := re.fullmatch(r"layer:(-?\d+)", key):
-        i = int(m.group(1))
+    elif parsed is not None and parsed.method == "layer":
+        i = parsed.index
         if not -num_layers <= i < num_layers:
             raise ValueError(f"layer {i} is outside -{num_layers}..{num_layers - 1}")
         out = layers[i]

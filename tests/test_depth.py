@@ -57,19 +57,22 @@ def test_gallery_draws_each_order_with_the_models_that_have_it(tmp_path):
 
 @pytest.mark.real_model
 def test_syntax_and_transfer_run_with_a_two_layer_model(tmp_path):
+    from dataclasses import replace
+
     from olas_utils.studies import syntax as syntax_study
     from olas_utils.studies import transfer
     from olas_utils.toa.taskmaps import ModelPool
 
-    cfg = {**transfer.PROFILES["smoke"], "models": ["splade-tiny", "paraphrase-minilm-l3"], "tasks": ["dependency"],
-           "n_train": 8, "n_dev": 4, "n_test": 4, "max_words": 8}
-    splits = transfer.load_splits(cfg["tasks"], cfg, seed=0)
+    smoke = transfer.PROFILES["smoke"]
+    cfg = replace(smoke, models=("splade-tiny", "paraphrase-minilm-l3"), tasks=("dependency",),
+                  sizes=replace(smoke.sizes, n_train=8, n_dev=4, n_test=4, max_words=8))
+    splits = transfer.load_splits(cfg.tasks, cfg, seed=0)
     pool = ModelPool(device="cpu", seed=0)
-    frame = transfer.run_transfer(cfg["models"], splits, cfg, pool, seed=0, checkpoint_dir=tmp_path, progress=False)
+    frame = transfer.run_transfer(cfg.models, splits, cfg, pool, seed=0, checkpoint_dir=tmp_path, progress=False)
     assert {("splade-tiny", "paraphrase-minilm-l3"), ("paraphrase-minilm-l3", "splade-tiny")} <= set(
         zip(frame.source, frame.target))
     train, dev, test = splits["dependency"]
-    scfg = {**syntax_study.PROFILES["smoke"], "keys": ["ola:1", "ola:3", "rollout"]}
+    scfg = replace(syntax_study.PROFILES["smoke"], keys=("ola:1", "ola:3", "rollout"))
     parser = syntax_study.parser_frame(["splade-tiny"], train, dev, test, pool, scfg, seed=0, checkpoint_dir=tmp_path,
                                        progress=False)
     ola = parser[(parser.model == "splade-tiny") & (parser.condition == "ola")]

@@ -3,6 +3,8 @@ training checkpoints, so nothing is reused) write byte-identical result tables."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from olas_utils.studies import syntax as syntax_study
@@ -13,19 +15,19 @@ from olas_utils.toa.taskmaps import ModelPool
 
 pytestmark = pytest.mark.real_model
 
-REDUCED = {**transfer.PROFILES["smoke"], "models": ["minilm-l6", "mpnet-base"], "tasks": ["pos", "dependency"],
-           "n_train": 10, "n_dev": 6, "n_test": 6, "max_words": 10}
+REDUCED = replace(transfer.PROFILES["smoke"], models=("minilm-l6", "mpnet-base"), tasks=("pos", "dependency"),
+                  sizes=replace(transfer.PROFILES["smoke"].sizes, n_train=10, n_dev=6, n_test=6, max_words=10))
 
 
 def test_reduced_runs_write_identical_tables(tmp_path):
-    splits = transfer.load_splits(REDUCED["tasks"], REDUCED, seed=0)
+    splits = transfer.load_splits(REDUCED.tasks, REDUCED, seed=0)
     texts = []
     for run in range(2):
         pool = ModelPool(device="cpu", seed=0)
-        frame = transfer.run_transfer(REDUCED["models"], splits, REDUCED, pool, seed=0,
+        frame = transfer.run_transfer(REDUCED.models, splits, REDUCED, pool, seed=0,
                                       checkpoint_dir=tmp_path / f"ckpt{run}", progress=False)
         train, dev, test = splits["dependency"]
-        parser = syntax_study.parser_frame(["minilm-l6"], train, dev, test, pool, {**syntax_study.PROFILES["smoke"]},
+        parser = syntax_study.parser_frame(["minilm-l6"], train, dev, test, pool, syntax_study.PROFILES["smoke"],
                                            seed=0, checkpoint_dir=tmp_path / f"ckpt{run}", progress=False)
         paths = write_table(frame, tmp_path / f"run{run}" / "transfer") + write_table(parser, tmp_path / f"run{run}" / "parser")
         texts.append([p.read_bytes() for p in paths])

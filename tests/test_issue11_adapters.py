@@ -36,13 +36,14 @@ def test_the_same_sentences_of_two_tasks_share_one_extraction(tmp_path):
 
     from olas_utils.data.tasks import load_task
     from olas_utils.toa import taskmaps
+    from olas_utils.vocabulary import Control
 
     ewt = load_task("dependency", "test", n=5, max_words=12, min_words=3, seed=0)
     other = replace(ewt, task="ner-uner", labels=[["O"] * len(w) for w in ewt.words], heads=None)
     calls = []
 
     class Pool(taskmaps.ModelPool):
-        def get(self, name, control=None):
+        def get(self, name, control=Control.TRAINED):
             calls.append(name)
             return super().get(name, control)
 

@@ -10,11 +10,11 @@ import torch
 
 from olas_utils.data.tasks import load_task
 from olas_utils.studies.adapters import MapStore, adapter_job, provenance
-from olas_utils.toa.fit import fit_adapter
+from olas_utils.toa.fit import AdapterSettings, fit_adapter
 from olas_utils.toa.parallel import fit_many
 from olas_utils.toa.taskmaps import ModelPool
 
-CFG = {"adapter": "tiny", "epochs": 2, "patience": 1, "batch_size": 8, "lr": 2e-3, "arc_dim": 16, "label_dim": 8}
+CFG = AdapterSettings(adapter="tiny", epochs=2, patience=1, batch_size=8, lr=2e-3, arc_dim=16, label_dim=8)
 
 
 @pytest.fixture(scope="module")
@@ -123,5 +123,6 @@ def test_multi_source_examples_take_sentence_i_from_source_i_mod_k():
 def test_a_profiles_workers_setting_is_for_the_cpu_only():
     from olas_utils.studies.adapters import _workers, resources
 
-    assert _workers({"workers": 2}, "cpu") == 2 and _workers({"workers": 2}, "cuda") == 1
-    assert "at a time" not in resources({"workers": 2}, "cuda")
+    two = replace(CFG, workers=2)
+    assert _workers(two, "cpu") == 2 and _workers(two, "cuda") == 1
+    assert "at a time" not in resources(two, "cuda")

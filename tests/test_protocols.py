@@ -120,6 +120,7 @@ def test_protocols_resume_from_different_stages(zoo_model, tmp_path):
 def test_controls_built_only_when_incomplete_and_uniform_is_neutral(tmp_path, monkeypatch):
     from olas_utils.data.corpus import build_chunks
     from olas_utils.studies import crosslm
+    from olas_utils.vocabulary import Control
     from olas_utils.zoo import controls
 
     chunks = build_chunks(n_chunks=10, seed=0)
@@ -131,7 +132,7 @@ def test_controls_built_only_when_incomplete_and_uniform_is_neutral(tmp_path, mo
     def boom(*a, **k):
         raise AssertionError("a control copy was built although its caches are complete")
 
-    monkeypatch.setitem(controls.CONTROLS, "random", boom)
+    monkeypatch.setitem(controls.CONTROLS, Control.RANDOM_WEIGHTS, boom)
     again = crosslm.extract_images(["minilm-l6", "mpnet-base"], chunks, **kw)
     assert again.built == []
     for key in ("ola:1", "rollout"):

@@ -536,6 +536,7 @@ def test_real_model_prepares_loads_and_passes_sanity(name):
     assert lm.name == name and lm.entry == entry and lm.weights_sha256 == entry.sha256
     assert lm.num_layers == EXPECTED_LAYERS[name]
     assert lm.is_causal == (entry.family == "causal")  # read from the config, agrees with the registry
+    assert lm.family == entry.family == zoo.zoo_family(name)
     assert lm.model.config.model_type == entry.model_type
     assert not lm.model.training
     assert lm.model.config._attn_implementation == "eager"
@@ -555,8 +556,10 @@ def test_real_model_prepares_loads_and_passes_sanity(name):
     report = zoo.sanity_check(lm)
     print(report, report.details)
     assert report.passed, str(report)
-    rand = zoo.random_init_copy(lm, seed=0)
-    assert rand.is_causal == lm.is_causal and rand.weights_sha256 is None
+    rand = zoo.random_weights_copy(lm, seed=0)
+    assert zoo.random_init_copy is zoo.random_weights_copy  # one builder, its former name kept
+    assert rand.is_causal == lm.is_causal and rand.name == f"{lm.name}+random(seed=0)"
+    assert rand.weights_sha256 == (f"{lm.weights_sha256}+random(seed=0)" if lm.weights_sha256 else None)
     rand_report = zoo.sanity_check(rand, n_sentences=20)  # fails by > 5 nats; 20 sentences suffice
     print(rand_report)
     assert not rand_report.passed, str(rand_report)

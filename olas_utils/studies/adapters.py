@@ -1,16 +1,17 @@
 """Adapter runs shared by notebooks 03 and 04: each (model, control, sentences) extracted
 once, adapter inputs per condition, training with early stopping on a dev split.
 
-Conditions of a trained adapter (:data:`INPUTS`; ``docs/method.md#controls``):
+Conditions of a trained adapter (:data:`INPUTS`, :class:`~olas_utils.vocabulary.Control`
+members; ``docs/method.md#controls``):
 
-* ``"ola"`` — the model's OLA maps (the claim under test);
-* ``"tokenizer-only"`` — uniform attention through the same pipeline
-  (:func:`olas_utils.toa.taskmaps.task_maps` with ``control="uniform"``): what tokenisation
+* ``Control.TRAINED`` — the model's OLA maps (the claim under test);
+* ``Control.TOKENIZER_ONLY`` — uniform attention through the same pipeline
+  (:func:`olas_utils.toa.taskmaps.task_maps` with that control): what tokenisation
   and sentence length alone give. At word level with neutral pooling every visible word
   pair is exactly 1, so this control sees the sentence length (and, for causal models,
   the causal mask) and nothing else;
-* ``"position-only"`` — the same adapter given relative-position channels instead of
-  OLA (:func:`olas_utils.toa.features.position_image`): what word order alone gives.
+* ``Control.POSITION_ONLY`` — the same adapter given relative-position channels instead
+  of OLA (:func:`olas_utils.toa.features.position_image`): what word order alone gives.
 
 A model-free baseline (:func:`olas_utils.toa.fit.trivial_baseline`) and the random-init
 target (a trained adapter applied to a randomly initialised copy's maps) complete the
@@ -20,19 +21,28 @@ give byte-identical examples, hence one checkpoint: they are trained once and re
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from olas_utils.data.tasks import TaskData
+from olas_utils.vocabulary import Control, family_of
+
+if TYPE_CHECKING:
+    from olas_utils.toa.fit import AdapterSettings
 
 __all__ = ["INPUTS", "MapStore", "provenance", "adapter_job", "train_adapters", "resources"]
 
-#: Adapter inputs: name → (map control for :func:`~olas_utils.toa.taskmaps.task_maps`,
-#: ``source`` of :func:`~olas_utils.toa.features.build_examples`).
-INPUTS: dict[str, tuple[str | None, str]] = {
-    "ola": (None, "ola"),
-    "tokenizer-only": ("uniform", "ola"),
-    "position-only": (None, "position"),
-}
+#: Adapter inputs by condition name: each reads the maps of its :attr:`Control.maps` (for
+#: :func:`~olas_utils.toa.taskmaps.task_maps`), or relative-position channels where
+#: :attr:`Control.positions` (``source`` of :func:`~olas_utils.toa.features.build_examples`).
+INPUTS: dict[str, Control] = {c.condition: c for c in (Control.TRAINED, Control.TOKENIZER_ONLY,
+                                                       Control.POSITION_ONLY)}
+
+
+def _input(inputs) -> Control:
+    c = Control.parse(inputs)
+    if c not in INPUTS.values():
+        raise ValueError(f"inputs must be one of {list(INPUTS)}, got {inputs!r}")
+    return c
 
 
 class MapStore:
@@ -53,11 +63,13 @@ class MapStore:
         self._maps: dict = {}
         self.causal: dict[str, bool] = {}
 
-    def maps(self, model: str, data: TaskData, control: str | None = None):
-        """:class:`~olas_utils.maps.OLAMaps` of ``data.words`` at the store's level."""
+    def maps(self, model: str, data: TaskData, control: Control | str = Control.TRAINED):
+        """:class:`~olas_utils.maps.OLAMaps` of ``data.words`` at the store's level, for the
+        trained model or one of :data:`olas_utils.toa.taskmaps.CONTROLS`."""
         from olas_utils.studies.depth import orders_for
         from olas_utils.toa.taskmaps import task_maps
 
+        control = Control.parse(control)
         k = (model, control, data.fingerprint())
         if k not in self._maps:
             m = task_maps(self.pool, model, data, control=control, orders=orders_for(model, self.orders),
@@ -68,43 +80,45 @@ class MapStore:
 
     def family(self, model: str) -> str:
         """``"causal"`` or ``"encoder"`` (read from the maps, so after a first :meth:`maps`)."""
-        return "causal" if self.causal[model] else "encoder"
+        return family_of(self.causal[model])
 
-    def examples(self, model: str, data: TaskData, keys: Sequence[str], *, inputs: str = "ola",
-                 control: str | None = None, normalize: str = "none") -> list:
-        """Adapter examples of ``data`` for one of :data:`INPUTS` (``control="random"``: the
-        random-init copy's maps, for the ``"ola"`` input only).
+    def examples(self, model: str, data: TaskData, keys: Sequence[str], *, inputs: Control | str = Control.TRAINED,
+                 control: Control | str = Control.TRAINED, normalize: str = "none") -> list:
+        """Adapter examples of ``data`` for one of :data:`INPUTS`, read from the maps of
+        ``control``'s :attr:`~olas_utils.vocabulary.Control.maps` (e.g.
+        ``Control.RANDOM_INIT_TARGET``: the random-weights copy's), for the trained input only.
 
         Raises:
             ValueError: unknown input, or a control combined with a control input.
         """
         from olas_utils.toa.features import build_examples
 
-        if inputs not in INPUTS:
-            raise ValueError(f"inputs must be one of {list(INPUTS)}, got {inputs!r}")
-        map_control, source = INPUTS[inputs]
-        if control is not None and map_control is not None:
-            raise ValueError(f"control={control!r} cannot be combined with the {inputs!r} input")
-        return build_examples(self.maps(model, data, control or map_control), data, keys, source=source,
-                              normalize=normalize)
+        inp, control = _input(inputs), Control.parse(control)
+        if control is not Control.TRAINED and inp is not Control.TRAINED:
+            raise ValueError(f"control={control.ident!r} cannot be combined with the {inp.condition!r} input")
+        if control.maps is None:
+            raise ValueError(f"the {control.condition!r} control reads no maps")
+        maps = self.maps(model, data, control.maps if control is not Control.TRAINED else inp.maps)
+        return build_examples(maps, data, keys, source="position" if inp.positions else "ola", normalize=normalize)
 
     def release(self) -> None:
         """Drop the loaded models (the maps stay)."""
         self.pool.release()
 
 
-def provenance(models: Sequence[str], keys: Sequence[str], level: str, *, inputs: str = "ola",
+def provenance(models: Sequence[str], keys: Sequence[str], level: str, *, inputs: Control | str = Control.TRAINED,
                variant: str = "plain") -> dict:
     """What identifies an adapter run beyond its examples, the same in notebooks 03 and 04
     (so that the same run in both is trained once): the source models, map keys, level and
-    training variant; for a control input only the input and level (its examples do not
-    depend on the model)."""
-    if inputs != "ola":
-        return {"inputs": inputs, "level": level}
+    training variant; for a control input only the input (its condition name) and level
+    (its examples do not depend on the model). It feeds checkpoint keys."""
+    inp = _input(inputs)
+    if inp is not Control.TRAINED:
+        return {"inputs": inp.condition, "level": level}
     return {"models": list(models), "keys": list(keys), "level": level, "variant": variant}
 
 
-def adapter_job(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: dict, *, seed: int = 0,
+def adapter_job(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: AdapterSettings, *, seed: int = 0,
                 provenance: dict | None = None, augment: bool = False, device="cpu", checkpoint_dir=None,
                 desc: str = "train") -> dict:
     """Keyword arguments of :func:`olas_utils.toa.fit.fit_adapter` for one adapter of a
@@ -112,8 +126,7 @@ def adapter_job(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: d
 
     Args:
         train, dev: ``(examples, data)`` (dev: a dev split or a held-out tenth, never test).
-        cfg: a profile (``adapter``, ``epochs``, ``patience``, ``batch_size``, ``lr``,
-            ``arc_dim``, ``label_dim``; optional ``min_epochs``).
+        cfg: a profile's :class:`~olas_utils.toa.fit.AdapterSettings` (its ``training``).
         seed: initialisation and batch-order seed.
         provenance: identifies the run beyond its examples (:func:`provenance`).
         augment: the paper's augmentations (highlighted sink columns p 0.3, temperature p 0.3,
@@ -130,14 +143,14 @@ def adapter_job(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: d
     tcfg, heads = profile_training(cfg, seed, d_tr.kind)
     if augment:
         tcfg = replace(tcfg, sink_p=0.3, temperature_p=0.3)
-    return {"examples": x_tr, "data": d_tr, "adapter": adapter_config(cfg["adapter"], int(x_tr[0].image.shape[0])),
+    return {"examples": x_tr, "data": d_tr, "adapter": adapter_config(cfg.adapter, int(x_tr[0].image.shape[0])),
             "cfg": tcfg, "checkpoint_dir": checkpoint_dir or (cache_dir() / "toa"), "provenance": provenance,
-            "head_kwargs": heads, "dev": dev, "patience": cfg.get("patience", 2),
-            "min_epochs": cfg.get("min_epochs", 1), "device": device, "desc": desc}
+            "head_kwargs": heads, "dev": dev, "patience": cfg.patience,
+            "min_epochs": cfg.min_epochs, "device": device, "desc": desc}
 
 
-def train_adapters(jobs: dict, cfg: dict, *, progress: bool = True) -> dict:
-    """Train the :func:`adapter_job` runs in ``jobs`` (name → job), ``cfg["workers"]`` at a
+def train_adapters(jobs: dict, cfg: AdapterSettings, *, progress: bool = True) -> dict:
+    """Train the :func:`adapter_job` runs in ``jobs`` (name → job), ``cfg.workers`` at a
     time on a CPU (:func:`olas_utils.toa.parallel.fit_many`; default one per core; one at a
     time on an accelerator), each distinct run once. Returns name → ``(model, info)``."""
     from olas_utils.toa.parallel import fit_many
@@ -146,17 +159,17 @@ def train_adapters(jobs: dict, cfg: dict, *, progress: bool = True) -> dict:
     return fit_many(jobs, workers=_workers(cfg, device), progress=progress)
 
 
-def _workers(cfg: dict, device) -> int:
-    """Adapters a profile trains at a time: ``cfg["workers"]`` (default one per core) on the
+def _workers(cfg: AdapterSettings, device) -> int:
+    """Adapters a profile trains at a time: ``cfg.workers`` (default one per core) on the
     CPU, 1 on an accelerator (the profile's setting is a CPU setting)."""
     from olas_utils.toa.parallel import default_workers
 
-    return 1 if str(device) != "cpu" else int(cfg.get("workers") or default_workers(device))
+    return 1 if str(device) != "cpu" else int(cfg.workers or default_workers(device))
 
 
-def resources(cfg: dict, device="cpu") -> str:
+def resources(cfg: AdapterSettings, device="cpu") -> str:
     """How a profile's adapters are trained, for the sizes line beside every table: threads,
-    and on a CPU how many adapters train at a time (``cfg["workers"]``, default one per core)."""
+    and on a CPU how many adapters train at a time (``cfg.workers``, default one per core)."""
     import torch
 
     threads = torch.get_num_threads()

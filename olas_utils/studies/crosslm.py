@@ -18,36 +18,38 @@ import numpy as np
 import pandas as pd
 
 from olas_utils.studies.depth import orders_for
+from olas_utils.studies.profiles import ClassifierSettings, CrossLMProfile
+from olas_utils.vocabulary import FAMILIES, Control, MapKey
 
 __all__ = ["PROFILES", "ImageSet", "extract_images", "retrieval_frame", "retrieval_summary", "classifier_frame"]
 
+
+_U, _R, _S = Control.TOKENIZER_ONLY, Control.RANDOM_WEIGHTS, Control.SHUFFLED_LAYERS
+_BASELINES = ("rollout", "layer:0", "layer:-1")
+_PROTOCOLS = ("released", "paper", "word")
 
 #: Notebook 02 sizes per profile (``models=None``: the default zoo). Every control runs on
 #: every protocol; the uniform control costs no forward pass, and each model (and control
 #: copy) runs once for all protocols. Retrieval of the controls uses SSIM only (the paper's
 #: metric); the trained models also get Pearson. A model shallower than an order has no
 #: images of it and is left out of that order's comparisons.
-PROFILES: dict[str, dict] = {
-    "smoke": {
-        "models": ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"], "n_chunks": 12, "orders": [1, 2],
-        "baselines": ["rollout"], "protocols": ["released", "paper", "word"], "controls": ["uniform", "random"],
-        "classifier_keys": ["ola:1"], "classifier_epochs": 2, "classifier_patience": 1,
-        "classifier_controls": ["uniform"], "classifier_protocol": "paper", "classifier_targets": "last", "classifier_refit": False, "batch_size": 4,
-    },
-    "quick": {
-        "models": None, "n_chunks": 128, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
-        "protocols": ["released", "paper", "word"], "controls": ["uniform", "random", "shuffled"],
-        "classifier_keys": ["ola:1"], "classifier_epochs": 12, "classifier_patience": 3,
-        "classifier_controls": ["uniform", "random"], "classifier_protocol": "paper", "classifier_targets": "last", "classifier_refit": False,
-        "batch_size": 8,
-    },
-    "paper": {
-        "models": None, "n_chunks": 1000, "orders": [1, 2, 3], "baselines": ["rollout", "layer:0", "layer:-1"],
-        "protocols": ["released", "paper", "word"], "controls": ["uniform", "random", "shuffled"],
-        "classifier_keys": ["ola:1", "ola:2", "ola:3", "rollout", "layer:0", "layer:-1"], "classifier_epochs": 60,
-        "classifier_patience": 8, "classifier_controls": ["uniform", "random", "shuffled"], "classifier_protocol": "paper",
-        "classifier_targets": "all", "classifier_refit": True, "batch_size": 16,
-    },
+PROFILES: dict[str, CrossLMProfile] = {
+    "smoke": CrossLMProfile(
+        models=("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"), n_chunks=12, orders=(1, 2),
+        baselines=("rollout",), protocols=_PROTOCOLS, controls=(_U, _R),
+        classifier=ClassifierSettings(keys=("ola:1",), epochs=2, patience=1, controls=(_U,), protocol="paper",
+                                      targets="last", refit=False),
+        batch_size=4),
+    "quick": CrossLMProfile(
+        models=None, n_chunks=128, orders=(1, 2, 3), baselines=_BASELINES, protocols=_PROTOCOLS, controls=(_U, _R, _S),
+        classifier=ClassifierSettings(keys=("ola:1",), epochs=12, patience=3, controls=(_U, _R), protocol="paper",
+                                      targets="last", refit=False),
+        batch_size=8),
+    "paper": CrossLMProfile(
+        models=None, n_chunks=1000, orders=(1, 2, 3), baselines=_BASELINES, protocols=_PROTOCOLS, controls=(_U, _R, _S),
+        classifier=ClassifierSettings(keys=("ola:1", "ola:2", "ola:3") + _BASELINES, epochs=60, patience=8,
+                                      controls=(_U, _R, _S), protocol="paper", targets="all", refit=True),
+        batch_size=16),
 }
 
 
@@ -56,11 +58,12 @@ class ImageSet:
     """Cached images of every model, per (control, protocol).
 
     Attributes:
-        caches: ``{(control, protocol): {model: CachedImages}}``; control is ``"none"``
-            (the trained model), ``"uniform"`` (tokenizer-only), ``"random"`` or ``"shuffled"``.
+        caches: ``{(control, protocol): {model: CachedImages}}``; control is the
+            :attr:`~olas_utils.vocabulary.Control.ident` of the trained model or of a
+            control copy (tokenizer-only, random weights, shuffled layers).
         families: ``{model: "encoder" | "causal"}``.
         keys: the map keys stored.
-        built: ``(model, control)`` of every control copy that had to be built (its caches
+        built: ``(model, control identifier)`` of every control copy that had to be built (its caches
             were incomplete); a complete cache is read without building the copy.
         model_keys: ``{model: keys}`` where a model lacks some of ``keys`` (an OLA order
             above its number of layers); a model not listed has them all.
@@ -76,9 +79,10 @@ class ImageSet:
         """The ``models`` that have images of ``key``, in the given order."""
         return [m for m in models if key in self.model_keys.get(m, self.keys)]
 
-    def images(self, control: str, protocol: str, key: str, models: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-        """``{model: (n, S, S) array}`` for one control, protocol and key."""
-        caches = self.caches[(control, protocol)]
+    def images(self, control: Control | str, protocol: str, key: str,
+               models: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """``{model: (n, S, S) array}`` for one control (or its identifier), protocol and key."""
+        caches = self.caches[(Control.parse(control).ident, protocol)]
         return {m: np.asarray(caches[m].images(key)) for m in (models or caches)}
 
     def family_models(self, family: str) -> list[str]:
@@ -93,7 +97,7 @@ def extract_images(
     orders: Sequence[int],
     baselines: Sequence[str],
     protocols: Sequence[str],
-    controls: Sequence[str] = (),
+    controls: Sequence[Control | str] = (),
     batch_size: int = 8,
     seed: int = 0,
     device=None,
@@ -104,8 +108,8 @@ def extract_images(
 
     Each model is loaded once and runs **one forward pass per batch for all protocols and
     keys** (:func:`olas_utils.similarity.imagecache.extract_protocols`); so does each control copy
-    (:data:`olas_utils.zoo.controls.CONTROLS`: ``"uniform"`` runs no forward pass at all,
-    ``"random"`` and ``"shuffled"`` are built with the fixed ``seed``). A control copy is
+    (:data:`olas_utils.zoo.controls.CONTROLS`: tokenizer-only runs no forward pass at all,
+    random weights and shuffled layers are built with the fixed ``seed``). A control copy is
     built only when its caches are incomplete (:func:`~olas_utils.similarity.imagecache.cache_complete`
     on its :func:`~olas_utils.zoo.controls.control_identity`). Caches are resumable and
     settings-checked.
@@ -117,7 +121,8 @@ def extract_images(
             model gets the orders it has (:func:`olas_utils.studies.depth.orders_for`).
         protocols: some of ``"released"``, ``"paper"``, ``"word"``, for the models and
             every control.
-        controls: some of ``"uniform"``, ``"random"``, ``"shuffled"``.
+        controls: some of :data:`olas_utils.zoo.controls.CONTROLS` (or their
+            :attr:`~olas_utils.vocabulary.Control.ident`).
         batch_size, seed, device, progress, cache_dir: see
             :func:`~olas_utils.similarity.imagecache.extract_protocols`.
 
@@ -131,19 +136,19 @@ def extract_images(
     from olas_utils.zoo import load_model
     from olas_utils.zoo.controls import CONTROLS, control_identity
 
-    bad = [c for c in controls if c not in CONTROLS]
+    bad = [c for c in controls if _as_control(c) not in CONTROLS]
     if bad:
-        raise ValueError(f"unknown control(s) {bad}; use {sorted(CONTROLS)}")
-    out = ImageSet(keys=[f"ola:{k}" for k in orders] + list(baselines))
+        raise ValueError(f"unknown control(s) {bad}; use {sorted(c.ident for c in CONTROLS)}")
+    out = ImageSet(keys=[str(MapKey.ola(k)) for k in orders] + list(baselines))
     for name in models:
         lm = load_model(name, device=device)
-        out.families[name] = "causal" if lm.is_causal else "encoder"
+        out.families[name] = lm.family
         mine = orders_for(name, orders, lm.num_layers)
         if len(mine) < len(orders):
-            out.model_keys[name] = [f"ola:{k}" for k in mine] + list(baselines)
+            out.model_keys[name] = [str(MapKey.ola(k)) for k in mine] + list(baselines)
         kw = dict(orders=mine, baselines=baselines, batch_size=batch_size, seed=seed, cache_dir=cache_dir)
-        for control in ["none", *controls]:
-            if control == "none":
+        for control in [Control.TRAINED, *map(Control.parse, controls)]:
+            if control is Control.TRAINED:
                 model = lm
             else:
                 ident = control_identity(lm, control, seed)
@@ -151,17 +156,25 @@ def extract_images(
                     model = ident  # complete: only read, never run
                 else:
                     model = CONTROLS[control](lm, seed=seed)
-                    if control != "uniform":  # a uniform "copy" is only a label: nothing is built
-                        out.built.append((name, control))
+                    if control is not Control.TOKENIZER_ONLY:  # a uniform "copy" is only a label: nothing is built
+                        out.built.append((name, control.ident))
             cached = extract_protocols(model, chunks, protocols=protocols, progress=progress, **kw)
             for protocol, c in cached.items():
-                out.caches.setdefault((control, protocol), {})[name] = c
-            if control != "none":
+                out.caches.setdefault((control.ident, protocol), {})[name] = c
+            if control is not Control.TRAINED:
                 del model
                 gc.collect()
         del lm
         gc.collect()
     return out
+
+
+def _as_control(c) -> Control | None:
+    """``c`` as a :class:`~olas_utils.vocabulary.Control`, None if it names none."""
+    try:
+        return Control.parse(c)
+    except ValueError:
+        return None
 
 
 def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pearson"),
@@ -181,7 +194,7 @@ def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pear
 
     rows = []
     for (control, protocol), caches in images.caches.items():
-        for family in ("encoder", "causal"):
+        for family in FAMILIES:
             fam = [m for m in images.family_models(family) if m in caches]
             if len(fam) < 2:
                 continue
@@ -190,7 +203,7 @@ def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pear
                 if len(have) < 2:
                     continue
                 imgs = images.images(control, protocol, key, have)
-                for metric in (metrics if control == "none" else control_metrics):
+                for metric in (metrics if control == Control.TRAINED.ident else control_metrics):
                     for r in retrieval_table(imgs, metric=metric, ks=(1, 5), ties=TIES[protocol], progress=False):
                         rows.append({"family": family, "control": control, "protocol": protocol, "key": key,
                                      "metric": metric, "target": r["target"], "source": r["source"], "n": r["n"],
@@ -225,7 +238,7 @@ def classifier_frame(
     targets: str = "all",
     refit: bool = True,
     patience: int | None = None,
-    controls: Sequence[str] = (),
+    controls: Sequence[Control | str] = (),
     seed: int = 0,
     progress: bool = True,
 ) -> pd.DataFrame:
@@ -246,7 +259,8 @@ def classifier_frame(
             model of each family: the quick profile's CPU budget).
         refit: retrain on all sources after leave-one-source-out selection.
         patience: early-stopping patience in epochs (None: train all ``epochs``).
-        controls: controls to train and test the same way (e.g. ``["uniform", "random"]``).
+        controls: controls to train and test the same way (e.g. ``[Control.TOKENIZER_ONLY,
+            Control.RANDOM_WEIGHTS]``, or their identifiers).
 
     Returns:
         A DataFrame with columns ``family, control, target, sources, key, protocol,
@@ -259,8 +273,8 @@ def classifier_frame(
     from olas_utils.similarity.evaluation import evaluate
 
     rows = []
-    for control in ["none", *controls]:
-        for family in ("encoder", "causal"):
+    for control in [Control.TRAINED.ident, *(Control.parse(c).ident for c in controls)]:
+        for family in FAMILIES:
             fam = images.family_models(family)
             if len(fam) < 2 or (control, protocol) not in images.caches:
                 continue

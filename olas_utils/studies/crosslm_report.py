@@ -8,20 +8,10 @@ import numpy as np
 import pandas as pd
 
 from olas_utils.studies.crosslm import ImageSet
+from olas_utils.vocabulary import CAUSAL, ENCODER, FAMILIES, KEY_LABELS, Control, key_label
 
 __all__ = ["KEY_LABELS", "PAPER_RANGES", "CONTROL_LABELS", "key_label", "hit_matrix_figure", "example_pairs_figure",
            "verdict_frame", "protocol_frame", "comparison_markdown"]
-
-
-#: Display names of the map keys.
-KEY_LABELS: dict[str, str] = {
-    "ola:1": "OLA order 1 (= per-layer mean attention)",
-    "ola:2": "OLA order 2",
-    "ola:3": "OLA order 3",
-    "rollout": "attention rollout",
-    "layer:0": "first-layer attention",
-    "layer:-1": "last-layer attention",
-}
 
 
 #: The paper's reported ranges (``docs/method.md#reported-similarity-numbers``; "reported" numbers from
@@ -36,17 +26,16 @@ PAPER_RANGES: dict[str, tuple[float, float]] = {
 }
 
 
-#: Display names of the controls.
-CONTROL_LABELS: dict[str, str] = {"uniform": "tokenizer only (uniform attention)",
-                                  "random": "randomly re-initialised weights", "shuffled": "shuffled layers"}
+#: Display names of notebook 02's controls, by identifier (from
+#: :data:`olas_utils.vocabulary.CONTROL_LABELS`).
+CONTROL_LABELS: dict[str, str] = {c.ident: c.label for c in (Control.TOKENIZER_ONLY, Control.RANDOM_WEIGHTS,
+                                                             Control.SHUFFLED_LAYERS)}
+#: The trained model's identifier in the ``control`` column.
+_TRAINED = Control.TRAINED.ident
 
 
-def key_label(key: str) -> str:
-    """Human-readable name of a map key (``"ola:2"`` → ``"OLA order 2"``)."""
-    return KEY_LABELS.get(key, key)
-
-
-def hit_matrix_figure(frame: pd.DataFrame, *, protocol: str, key: str, metric: str = "ssim", control: str = "none", k: int = 1):
+def hit_matrix_figure(frame: pd.DataFrame, *, protocol: str, key: str, metric: str = "ssim",
+                      control: Control | str = Control.TRAINED, k: int = 1):
     """Heatmaps of pairwise Hit@k (rows: target, columns: source), one panel per family.
 
     Returns:
@@ -54,8 +43,10 @@ def hit_matrix_figure(frame: pd.DataFrame, *, protocol: str, key: str, metric: s
     """
     import matplotlib.pyplot as plt
 
-    sub = frame[(frame.protocol == protocol) & (frame.key == key) & (frame.metric == metric) & (frame.control == control)]
-    fams = [f for f in ("encoder", "causal") if (sub.family == f).any()]
+    control = Control.parse(control).ident
+    sub = frame[(frame.protocol == protocol) & (frame.key == key) & (frame.metric == metric)
+                & (frame.control == control)]
+    fams = [f for f in FAMILIES if (sub.family == f).any()]
     fig, axes = plt.subplots(1, len(fams), figsize=(4.2 * len(fams) + 0.8, 3.8), squeeze=False, layout="constrained")
     for ax, fam in zip(axes[0], fams):
         s = sub[sub.family == fam]
@@ -76,11 +67,13 @@ def hit_matrix_figure(frame: pd.DataFrame, *, protocol: str, key: str, metric: s
             ax.set_ylabel("target (query)")
         ax.set_title(f"{fam}", fontsize=9)
     fig.colorbar(im, ax=axes[0].tolist(), fraction=0.03)
-    fig.suptitle(f"Hit@{k} by {metric.upper()} — {key_label(key)}, {protocol} protocol" + ("" if control == "none" else f", {control} control"), fontsize=10)
+    fig.suptitle(f"Hit@{k} by {metric.upper()} — {key_label(key)}, {protocol} protocol"
+                 + ("" if control == _TRAINED else f", {control} control"), fontsize=10)
     return fig
 
 
-def example_pairs_figure(images: ImageSet, *, protocol: str, key: str = "ola:1", chunk: int = 0, control: str = "none"):
+def example_pairs_figure(images: ImageSet, *, protocol: str, key: str = "ola:1", chunk: int = 0,
+                         control: Control | str = Control.TRAINED):
     """The same chunk's image for every model (one row per family), after pre-processing.
 
     Returns:
@@ -88,8 +81,8 @@ def example_pairs_figure(images: ImageSet, *, protocol: str, key: str = "ola:1",
     """
     import matplotlib.pyplot as plt
 
-    members = {f: images.with_key(key, images.family_models(f)) for f in ("encoder", "causal")}
-    fams = [f for f in ("encoder", "causal") if members[f]]  # models shallower than the key's order left out
+    members = {f: images.with_key(key, images.family_models(f)) for f in FAMILIES}
+    fams = [f for f in FAMILIES if members[f]]  # models shallower than the key's order left out
     width = max(len(members[f]) for f in fams)
     fig, axes = plt.subplots(len(fams), width, figsize=(2.4 * width, 2.5 * len(fams)), squeeze=False)
     for r, fam in enumerate(fams):
@@ -132,8 +125,8 @@ def verdict_frame(summary: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFram
     s = summary[summary.metric == metric]
     rows = []
     for (protocol, family, key), g in s.groupby(["protocol", "family", "key"], sort=False):
-        trained = g[g.control == "none"]
-        ctrl = g[g.control != "none"]
+        trained = g[g.control == _TRAINED]
+        ctrl = g[g.control != _TRAINED]
         if trained.empty or ctrl.empty:
             continue
         best = ctrl.loc[ctrl["hit@1"].idxmax()]
@@ -184,7 +177,7 @@ def comparison_markdown(summary: pd.DataFrame, classifier: pd.DataFrame | None, 
             f"{p}/{f} {int(r['sum'])} of {int(r['size'])} keys beat their strongest control"
             for (p, f), r in n_keys.iterrows()) + ".")
 
-    def ret(protocol, family, key, control="none", metric="ssim"):
+    def ret(protocol, family, key, control=_TRAINED, metric="ssim"):
         s = summary[(summary.protocol == protocol) & (summary.family == family) & (summary.key == key)
                     & (summary.control == control) & (summary.metric == metric)]
         return None if s.empty else s.iloc[0]
@@ -192,7 +185,7 @@ def comparison_markdown(summary: pd.DataFrame, classifier: pd.DataFrame | None, 
     lo1, hi1 = PAPER_RANGES["retrieval_clm_order1_hit1"]
     lo5, hi5 = PAPER_RANGES["retrieval_clm_order1_hit5"]
     for protocol in dict.fromkeys(summary.protocol):
-        r = ret(protocol, "causal", "ola:1")
+        r = ret(protocol, CAUSAL, "ola:1")
         if r is None:
             continue
         inside = lo1 <= r["hit@1"] <= hi1
@@ -205,13 +198,14 @@ def comparison_markdown(summary: pd.DataFrame, classifier: pd.DataFrame | None, 
             + (" (`released` is the protocol comparable with the paper's numbers.)" if protocol == "released" else "")
         )
     if classifier is not None and not classifier.empty:
-        for family, key_range in (("causal", "classifier_clm"), ("encoder", "classifier_mlm")):
+        for family, key_range in ((CAUSAL, "classifier_clm"), (ENCODER, "classifier_mlm")):
             for key, suffix in (("ola:1", "order1"), ("rollout", "rollout")):
-                s = classifier[(classifier.family == family) & (classifier.key == key) & (classifier.control == "none")]
+                mine = (classifier.family == family) & (classifier.key == key)
+                s = classifier[mine & (classifier.control == _TRAINED)]
                 if s.empty:
                     continue
                 lo, hi = PAPER_RANGES[f"{key_range}_{suffix}"]
-                ctrl = classifier[(classifier.family == family) & (classifier.key == key) & (classifier.control != "none")]
+                ctrl = classifier[mine & (classifier.control != _TRAINED)]
                 best = None if ctrl.empty else ctrl.loc[ctrl.top1.idxmax()]
                 lines.append(
                     f"- **Classifier, {family}, {key_label(key)}:** unseen-model top-1 {_pct(s.top1.min())}–"

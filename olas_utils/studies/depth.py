@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from olas_utils.vocabulary import MapKey
+
 __all__ = ["orders_for", "keys_for"]
 
 
@@ -41,4 +43,4 @@ def keys_for(model: str, keys: Sequence[str], num_layers: int | None = None) -> 
     """The map ``keys`` (``"ola:k"``, ``"rollout"``, ``"layer:i"``) that ``model`` has: every
     non-OLA key, and ``"ola:k"`` for the orders of :func:`orders_for`."""
     depth = _depth(model, num_layers)
-    return [k for k in keys if not k.startswith("ola:") or depth is None or int(k.split(":", 1)[1]) <= depth]
+    return [k for k in keys if depth is None or (o := MapKey.parse(k).order) is None or o <= depth]

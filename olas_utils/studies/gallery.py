@@ -18,17 +18,19 @@ import torch
 from olas_utils.extract import OLAMaps, extract_ola
 from olas_utils.studies.depth import orders_for
 from olas_utils.studies.plots import grouped_heatmaps, save_figure
+from olas_utils.studies.profiles import GalleryProfile
 from olas_utils.sinks import outlier_mask, remove_outliers, renormalize_rows
+from olas_utils.vocabulary import MapKey, family_of
 
 __all__ = ["PROFILES", "GALLERY_SENT_IDS", "gallery_sentences", "extract_gallery",
            "gallery_figures", "gallery_caption", "without_sinks"]
 
 #: Notebook 01 sizes per profile. ``models=None`` means the default zoo (a model shallower
 #: than an order is drawn without it, see :mod:`olas_utils.studies.depth`).
-PROFILES: dict[str, dict] = {
-    "smoke": {"models": ["minilm-l6", "smollm2-135m"], "n_sentences": 1, "orders": [1, 2]},
-    "quick": {"models": None, "n_sentences": 4, "orders": [1, 2, 3]},
-    "paper": {"models": None, "n_sentences": 4, "orders": [1, 2, 3]},
+PROFILES: dict[str, GalleryProfile] = {
+    "smoke": GalleryProfile(models=("minilm-l6", "smollm2-135m"), n_sentences=1, orders=(1, 2)),
+    "quick": GalleryProfile(models=None, n_sentences=4, orders=(1, 2, 3)),
+    "paper": GalleryProfile(models=None, n_sentences=4, orders=(1, 2, 3)),
 }
 
 
@@ -138,7 +140,7 @@ def gallery_caption(gallery: Sequence[GalleryModel], i: int, k: int) -> str:
         IndexError: if sentence ``i`` was not extracted.
     """
     words = gallery[0].maps.words[i]
-    models = ", ".join(f"{g.name} ({g.maps.num_layers} layers, {'causal' if g.is_causal else 'encoder'})"
+    models = ", ".join(f"{g.name} ({g.maps.num_layers} layers, {family_of(g.is_causal)})"
                        for g in gallery)
     order = ("the mean of the layers' head-averaged attention" if k == 1 else
              f"the mean over all products of {k} distinct layers' head-averaged attention")
@@ -174,7 +176,7 @@ def gallery_figures(gallery: Sequence[GalleryModel], orders: Sequence[int], out_
     n_sent = len(gallery[0].maps)
     for i in range(n_sent):
         for k in orders:
-            key = f"ola:{k}"
+            key = str(MapKey.ola(k))
             have = [g for g in gallery if key in g.maps.keys()]  # a model shallower than k has no order k
             if not have:
                 raise KeyError(f"order {k} was not extracted for any model")

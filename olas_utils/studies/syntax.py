@@ -14,6 +14,8 @@ import pandas as pd
 from olas_utils.sinks import preprocess
 from olas_utils.data.tasks import TaskData
 from olas_utils.studies.depth import keys_for, orders_for
+from olas_utils.studies.profiles import AdapterSettings, SplitSizes, SyntaxProfile
+from olas_utils.vocabulary import CAUSAL, ENCODER, Control, MapKey, family_of
 
 __all__ = ["PROFILES", "PAPER_PARSER", "PROBE_VARIANTS", "PARSER_CONTROLS", "probe_maps", "probe_frame", "parser_frame",
            "parser_table", "uas_figure", "comparison_markdown"]
@@ -25,21 +27,31 @@ __all__ = ["PROFILES", "PAPER_PARSER", "PROBE_VARIANTS", "PARSER_CONTROLS", "pro
 #: adapters trained at the same time, one thread each (:func:`olas_utils.toa.parallel.fit_many`;
 #: None: one per core). The quick training settings equal notebook 04's, so the dependency
 #: adapters of the models both notebooks use (and the controls) are trained once for both.
-PROFILES: dict[str, dict] = {
-    "smoke": {"models": ["minilm-l6", "smollm2-135m"], "n_train": 24, "n_dev": 12, "n_test": 16, "max_words": 15,
-              "keys": ["ola:1", "rollout"], "level": "word", "adapter": "tiny", "epochs": 2, "patience": 1,
-              "batch_size": 8, "lr": 2e-3, "arc_dim": 32, "label_dim": 16, "workers": 1},
-    "quick": {"models": ["minilm-l6", "smollm2-135m"], "n_train": 2000, "n_dev": 300, "n_test": 500, "min_words": 3,
-              "max_words": 30, "keys": ["ola:1", "ola:2", "ola:3", "rollout"], "level": "word", "adapter": "small",
-              "epochs": 5, "patience": 2, "batch_size": 8, "lr": 3e-3, "arc_dim": 128, "label_dim": 64, "workers": 2},
-    "paper": {"models": None, "n_train": None, "n_dev": None, "n_test": None, "max_words": None, "min_words": 1,
-              "keys": ["ola:1", "ola:2", "ola:3", "rollout"], "level": "subword", "adapter": "paper", "epochs": 15,
-              "patience": 3, "batch_size": 2, "lr": 3e-5, "arc_dim": 512, "label_dim": 128, "workers": None},
+PROFILES: dict[str, SyntaxProfile] = {
+    "smoke": SyntaxProfile(
+        models=("minilm-l6", "smollm2-135m"), sizes=SplitSizes(n_train=24, n_dev=12, n_test=16, max_words=15),
+        keys=("ola:1", "rollout"), level="word",
+        training=AdapterSettings(adapter="tiny", epochs=2, patience=1, batch_size=8, lr=2e-3, arc_dim=32, label_dim=16,
+                                 workers=1)),
+    "quick": SyntaxProfile(
+        models=("minilm-l6", "smollm2-135m"),
+        sizes=SplitSizes(n_train=2000, n_dev=300, n_test=500, min_words=3, max_words=30),
+        keys=("ola:1", "ola:2", "ola:3", "rollout"), level="word",
+        training=AdapterSettings(adapter="small", epochs=5, patience=2, batch_size=8, lr=3e-3, arc_dim=128,
+                                 label_dim=64, workers=2)),
+    "paper": SyntaxProfile(
+        models=None, sizes=SplitSizes(n_train=None, n_dev=None, n_test=None, max_words=None, min_words=1),
+        keys=("ola:1", "ola:2", "ola:3", "rollout"), level="subword",
+        training=AdapterSettings(adapter="paper", epochs=15, patience=3, batch_size=2, lr=3e-5, arc_dim=512,
+                                 label_dim=128, workers=None)),
 }
+
+#: Condition names of the trained parser and of the model-free baseline.
+_OLA, _BASELINE = Control.TRAINED.condition, Control.BASELINE.condition
 
 #: What acceptance asks of the OLA parser (issue #11): ola:1 UAS above the neighbour chain by
 #: at least this many points, per family.
-MIN_MARGIN = {"encoder": 20.0, "causal": 15.0}
+MIN_MARGIN = {ENCODER: 20.0, CAUSAL: 15.0}
 
 #: Reported UAS / LAS (%) of the paper's OLA parser (``docs/method.md#reported-parser-numbers``, BERT-base).
 PAPER_PARSER: dict[str, tuple[float, float]] = {"ola:1": (81.3, 72.2), "ola:2": (72.9, 61.1),
@@ -102,7 +114,7 @@ def probe_frame(models: Sequence[str], test: TaskData, pool, *, keys: Sequence[s
         for variant in PROBE_VARIANTS:
             for key in keys_for(name, keys):
                 r = probe_corpus(probe_maps(maps, key, remove_sinks=variant == "sinks removed"), test.heads)
-                rows.append({"model": name, "family": "causal" if maps.is_causal else "encoder", "maps": variant,
+                rows.append({"model": name, "family": family_of(maps.is_causal), "maps": variant,
                              "key": key, **{k: r[k] for k in ("head_acc", "dependent_acc", "either_acc", "uuas")}})
     b = adjacent_baseline(test.heads)
     for side, label in (("next", "next word"), ("prev", "previous word")):
@@ -112,7 +124,7 @@ def probe_frame(models: Sequence[str], test: TaskData, pool, *, keys: Sequence[s
     return pd.DataFrame(rows)
 
 
-def parser_frame(models: Sequence[str], train: TaskData, dev: TaskData, test: TaskData, pool, cfg: dict, *,
+def parser_frame(models: Sequence[str], train: TaskData, dev: TaskData, test: TaskData, pool, cfg: SyntaxProfile, *,
                  seed: int = 0, device="cpu", checkpoint_dir=None, progress: bool = True,
                  store=None) -> pd.DataFrame:
     """The biaffine OLA parser trained per model and key (``docs/method.md#ola-and-syntax``) beside its controls,
@@ -134,10 +146,9 @@ def parser_frame(models: Sequence[str], train: TaskData, dev: TaskData, test: Ta
         models: model names.
         train, dev, test: EWT splits (``load_task("dependency", "train" | "dev" | "test", ...)``).
         pool: a :class:`~olas_utils.toa.taskmaps.ModelPool`.
-        cfg: a profile of :data:`PROFILES` (keys, level, adapter, epochs, patience,
-            batch_size, lr, arc_dim, label_dim; optional ``workers``: adapters trained at
-            the same time on a CPU, see :func:`olas_utils.toa.parallel.fit_many`); a model
-            shallower than an order skips its key.
+        cfg: a profile of :data:`PROFILES` (its keys, level and training settings;
+            ``training.workers``: adapters trained at the same time on a CPU, see
+            :func:`olas_utils.toa.parallel.fit_many`); a model shallower than an order skips its key.
         seed: training seed.
         device: where to train.
         checkpoint_dir: resumable checkpoints (default ``<cache>/toa``).
@@ -154,22 +165,22 @@ def parser_frame(models: Sequence[str], train: TaskData, dev: TaskData, test: Ta
     from olas_utils.studies.adapters import MapStore, adapter_job, provenance, train_adapters
     from olas_utils.toa.fit import evaluate, score, trivial_baseline
 
-    store = store or MapStore(pool, level=cfg["level"], progress=progress)
+    store = store or MapStore(pool, level=cfg.level, progress=progress)
     plan = {}
     for name in models:  # 1. maps, model-major (each model and its random copy loaded once), and the runs
         for data in (train, dev, test):
             store.maps(name, data)
-            store.maps(name, data, "uniform")
-        store.maps(name, test, "random")
+            store.maps(name, data, Control.TOKENIZER_ONLY)
+        store.maps(name, test, Control.RANDOM_INIT_TARGET.maps)
         store.release()
-        for key in keys_for(name, cfg["keys"]):
-            for inputs in ("ola", "tokenizer-only", "position-only"):
+        for key in keys_for(name, cfg.keys):
+            for inputs in (Control.TRAINED, Control.TOKENIZER_ONLY, Control.POSITION_ONLY):
                 x = {s: store.examples(name, d, [key], inputs=inputs) for s, d in (("train", train), ("dev", dev))}
                 plan[name, key, inputs] = adapter_job(
-                    (x["train"], train), (x["dev"], dev), cfg, seed=seed, device=device,
-                    provenance=provenance([name], [key], cfg["level"], inputs=inputs),
-                    checkpoint_dir=checkpoint_dir, desc=f"parser {name} {key} {inputs}")
-    trained = train_adapters(plan, cfg, progress=progress)  # 2. every distinct run once, in parallel on a CPU
+                    (x["train"], train), (x["dev"], dev), cfg.training, seed=seed, device=device,
+                    provenance=provenance([name], [key], cfg.level, inputs=inputs),
+                    checkpoint_dir=checkpoint_dir, desc=f"parser {name} {key} {inputs.condition}")
+    trained = train_adapters(plan, cfg.training, progress=progress)  # 2. every distinct run once, in parallel on a CPU
 
     rows = []
 
@@ -181,31 +192,34 @@ def parser_frame(models: Sequence[str], train: TaskData, dev: TaskData, test: Ta
                      "epochs_run": info["epochs_run"], "dev_curve": " ".join(f"{v:.3f}" for v in info["curve"])})
 
     for (name, key, inputs), (model, info) in trained.items():  # 3. test
-        add(name, key, inputs, model, info, store.examples(name, test, [key], inputs=inputs))
-        if inputs == "ola":
-            add(name, key, "random-init target", model, info, store.examples(name, test, [key], control="random"))
-    rows.append({"model": "baseline: neighbour chain", "family": "-", "key": "-", "condition": "baseline",
+        add(name, key, inputs.condition, model, info, store.examples(name, test, [key], inputs=inputs))
+        if inputs is Control.TRAINED:
+            add(name, key, Control.RANDOM_INIT_TARGET.condition, model, info,
+                store.examples(name, test, [key], control=Control.RANDOM_INIT_TARGET))
+    rows.append({"model": "baseline: neighbour chain", "family": "-", "key": "-", "condition": _BASELINE,
                  **score(test, trivial_baseline(train, test))})
     return pd.DataFrame(rows)
 
 
-#: Controls of the parser table, in display order.
-PARSER_CONTROLS = ("tokenizer-only", "position-only", "random-init target", "baseline")
+#: Controls of the parser table, in display order (condition names of
+#: :class:`~olas_utils.vocabulary.Control`).
+PARSER_CONTROLS = tuple(c.condition for c in (Control.TOKENIZER_ONLY, Control.POSITION_ONLY,
+                                              Control.RANDOM_INIT_TARGET, Control.BASELINE))
 
 
 def parser_table(frame: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
     """Wide view of :func:`parser_frame`: per model and key, ``metric`` (%) of the OLA
     parser and of every control side by side, the strongest control and the margin
     ``ola − strongest`` (positive: OLA beats every control)."""
-    base = 100 * frame[frame.condition == "baseline"][metric].iloc[0]
-    d = frame[frame.condition != "baseline"]
+    base = 100 * frame[frame.condition == _BASELINE][metric].iloc[0]
+    d = frame[frame.condition != _BASELINE]
     wide = d.pivot_table(index=["model", "family", "key"], columns="condition", values=metric, sort=False) * 100
-    wide["baseline"] = base
+    wide[_BASELINE] = base
     controls = [c for c in PARSER_CONTROLS if c in wide]
-    out = wide[["ola"] + controls].copy()
+    out = wide[[_OLA] + controls].copy()
     out["strongest control"] = wide[controls].idxmax(axis=1)
-    out["margin"] = wide["ola"] - wide[controls].max(axis=1)
-    epochs = d[d.condition == "ola"].set_index(["model", "family", "key"])[["best_epoch", "epochs_run"]]
+    out["margin"] = wide[_OLA] - wide[controls].max(axis=1)
+    epochs = d[d.condition == _OLA].set_index(["model", "family", "key"])[["best_epoch", "epochs_run"]]
     return out.join(epochs).reset_index().round(1)
 
 
@@ -218,10 +232,10 @@ def uas_figure(frame: pd.DataFrame, metric: str = "uas"):
     """
     import matplotlib.pyplot as plt
 
-    base = frame[frame.condition == "baseline"]
-    data = frame[frame.condition != "baseline"].assign(where=lambda d: d.model + "\n" + d.key)
+    base = frame[frame.condition == _BASELINE]
+    data = frame[frame.condition != _BASELINE].assign(where=lambda d: d.model + "\n" + d.key)
     piv = data.pivot_table(index="where", columns="condition", values=metric, sort=False)
-    piv = piv[[c for c in ("ola",) + PARSER_CONTROLS if c in piv]]
+    piv = piv[[c for c in (_OLA,) + PARSER_CONTROLS if c in piv]]
     fig, ax = plt.subplots(figsize=(1.6 + 0.9 * len(piv), 3.6), layout="constrained")
     (piv * 100).plot.bar(ax=ax, rot=0, width=0.8)
     for _, r in base.iterrows():
@@ -248,8 +262,8 @@ def comparison_markdown(parser: pd.DataFrame, probes: pd.DataFrame, *, sizes: st
     (:data:`MIN_MARGIN`), the order ranking and the paper's BERT-base numbers
     (:data:`PAPER_PARSER`)."""
     table = parser_table(parser)
-    base = parser[parser.condition == "baseline"].iloc[0]
-    ola = parser[parser.condition == "ola"]
+    base = parser[parser.condition == _BASELINE].iloc[0]
+    ola = parser[parser.condition == _OLA]
     lines = [f"**This run** ({sizes}; UAS/LAS with punctuation, trees by Chu–Liu/Edmonds; epoch chosen on EWT dev).",
              "", "| model | key | OLA UAS | strongest control | its UAS | margin | OLA LAS | greedy UAS (released) |",
              "|---|---|---|---|---|---|---|---|"]
@@ -269,7 +283,7 @@ def comparison_markdown(parser: pd.DataFrame, probes: pd.DataFrame, *, sizes: st
                      f"{100 * base.uas:.1f} **{gap:+.1f}** points (asked: ≥ {need:.0f}): "
                      + ("met." if gap >= need else f"**not met** (dev curve {r.dev_curve})."))
     mean = ola.groupby("key", sort=False)[["uas", "las"]].mean() * 100
-    order = [k for k in mean.index if k.startswith("ola:")]
+    order = [k for k in mean.index if MapKey.parse(k).order is not None]
     ranked = order == sorted(order, key=lambda k: -mean.loc[k, "uas"])
     ro = "rollout" in mean.index and all(mean.loc["rollout", "uas"] <= mean.loc[k, "uas"] for k in order)
     lines += [f"* Lower orders carry more syntax than higher orders (paper's finding): "

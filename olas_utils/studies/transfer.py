@@ -31,18 +31,29 @@ from typing import Sequence
 import pandas as pd
 
 from olas_utils.data.tasks import TaskData, load_task
+from olas_utils.studies.profiles import AdapterSettings, SplitSizes, TransferProfile
+from olas_utils.vocabulary import Control
 
-__all__ = ["PROFILES", "PAPER_CLAIMS", "CONDITIONS", "VARIANTS", "CONTROLS", "load_splits", "run_transfer",
-           "transfer_matrix"]
+__all__ = ["PROFILES", "PAPER_CLAIMS", "CONDITIONS", "VARIANTS", "CONTROLS", "TRANSFER_CONTROLS", "load_splits",
+           "run_transfer", "transfer_matrix"]
 
 #: Single-source training variants: name → (input normalisation, augmentations).
 VARIANTS: dict[str, tuple[str, bool]] = {"plain": ("none", False), "rank": ("rank", False),
                                          "augmented": ("none", True)}
-#: Controls of every transfer table.
-CONTROLS = ("random-init target", "tokenizer-only", "position-only", "baseline")
+#: Controls of every transfer table, in display order (their condition names are :data:`CONTROLS`).
+TRANSFER_CONTROLS = (Control.RANDOM_INIT_TARGET, Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.BASELINE)
+#: Condition names of :data:`TRANSFER_CONTROLS` (the ``condition`` column).
+CONTROLS = tuple(c.condition for c in TRANSFER_CONTROLS)
+#: The adapter inputs trained besides the model's maps.
+_INPUT_CONTROLS = (Control.TOKENIZER_ONLY, Control.POSITION_ONLY)
 #: Table conditions, in display order.
 CONDITIONS = ("self", "transfer", "transfer (rank)", "transfer (augmented)", "transfer (multi-source)",
               "TOA (headline)") + CONTROLS
+
+#: The quick sizes and training settings (notebook 03's, so adapters are shared), kept by ``wide``.
+_QUICK_SIZES = SplitSizes(n_train=2000, n_dev=300, n_test=500, min_words=3, max_words=30)
+_QUICK_TRAINING = AdapterSettings(adapter="small", epochs=5, patience=2, batch_size=8, lr=3e-3, arc_dim=128,
+                                  label_dim=64, workers=2)
 
 #: Notebook 04 sizes (``models=None``: the default zoo; ``tasks=None``: all of
 #: :data:`olas_utils.data.tasks.TASKS`). ``keys``: the OLA maps stacked as channels (each raw
@@ -57,23 +68,23 @@ CONDITIONS = ("self", "transfer", "transfer (rank)", "transfer (augmented)", "tr
 #: ``results/wide/``) keeps the quick sizes and settings and adds the causal family and the
 #: relation task, so every quick adapter is shared. Every task on the full zoo runs in the
 #: paper profile (or pass ``models`` / ``tasks``).
-PROFILES: dict[str, dict] = {
-    "smoke": {"models": ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"], "tasks": ["pos", "relation"],
-              "n_train": 24, "n_dev": 12, "n_test": 16, "max_words": 15, "keys": ["ola:1", "ola:2"], "level": "word",
-              "adapter": "tiny", "epochs": 2, "patience": 1, "batch_size": 8, "lr": 2e-3, "arc_dim": 32,
-              "label_dim": 16, "workers": 1},
-    "quick": {"models": ["minilm-l6", "paraphrase-minilm-l3", "e5-small"], "tasks": ["dependency"],
-              "n_train": 2000, "n_dev": 300, "n_test": 500, "min_words": 3, "max_words": 30,
-              "keys": ["ola:1"], "level": "word", "adapter": "small", "epochs": 5, "patience": 2,
-              "batch_size": 8, "lr": 3e-3, "arc_dim": 128, "label_dim": 64, "workers": 2},
-    "wide": {"models": ["minilm-l6", "paraphrase-minilm-l3", "e5-small", "smollm2-135m", "gemma3-270m",
-                        "qwen2.5-0.5b"], "tasks": ["dependency", "relation"],
-             "n_train": 2000, "n_dev": 300, "n_test": 500, "min_words": 3, "max_words": 30,
-             "keys": ["ola:1"], "level": "word", "adapter": "small", "epochs": 5, "patience": 2,
-             "batch_size": 8, "lr": 3e-3, "arc_dim": 128, "label_dim": 64, "workers": 2},
-    "paper": {"models": None, "tasks": None, "n_train": None, "n_dev": None, "n_test": None, "max_words": None,
-              "min_words": 1, "keys": ["ola:1", "ola:2"], "level": "subword", "adapter": "paper", "epochs": 15,
-              "patience": 3, "batch_size": 2, "lr": 1e-5, "arc_dim": 512, "label_dim": 128, "workers": None},
+PROFILES: dict[str, TransferProfile] = {
+    "smoke": TransferProfile(
+        models=("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"), tasks=("pos", "relation"),
+        sizes=SplitSizes(n_train=24, n_dev=12, n_test=16, max_words=15), keys=("ola:1", "ola:2"), level="word",
+        training=AdapterSettings(adapter="tiny", epochs=2, patience=1, batch_size=8, lr=2e-3, arc_dim=32, label_dim=16,
+                                 workers=1)),
+    "quick": TransferProfile(
+        models=("minilm-l6", "paraphrase-minilm-l3", "e5-small"), tasks=("dependency",), sizes=_QUICK_SIZES,
+        keys=("ola:1",), level="word", training=_QUICK_TRAINING),
+    "wide": TransferProfile(
+        models=("minilm-l6", "paraphrase-minilm-l3", "e5-small", "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b"),
+        tasks=("dependency", "relation"), sizes=_QUICK_SIZES, keys=("ola:1",), level="word", training=_QUICK_TRAINING),
+    "paper": TransferProfile(
+        models=None, tasks=None, sizes=SplitSizes(n_train=None, n_dev=None, n_test=None, max_words=None, min_words=1),
+        keys=("ola:1", "ola:2"), level="subword",
+        training=AdapterSettings(adapter="paper", epochs=15, patience=3, batch_size=2, lr=1e-5, arc_dim=512,
+                                 label_dim=128, workers=None)),
 }
 
 #: What the paper reports (``docs/method.md#reported-transfer-numbers``), for the closing comparison.
@@ -82,16 +93,18 @@ PAPER_CLAIMS = ("On SemEval relation classification, TOA trained on Llama-3.2-3B
                 "parsing, largest for small models and syntax-heavy tasks.")
 
 
-def load_splits(tasks: Sequence[str], cfg: dict, seed: int = 0,
+def load_splits(tasks: Sequence[str], cfg: TransferProfile, seed: int = 0,
                 data_dir=None) -> dict[str, tuple[TaskData, TaskData, TaskData]]:
-    """``{task: (train, dev, test)}`` subsets per the profile ``cfg`` (n_train, n_dev,
-    n_test, max_words, min_words; the paper profile keeps every sentence)."""
-    kw = {"max_words": cfg["max_words"], "min_words": cfg.get("min_words", 2), "seed": seed, "data_dir": data_dir}
-    return {t: tuple(load_task(t, split, n=cfg[f"n_{split}"], **kw) for split in ("train", "dev", "test"))
-            for t in tasks}
+    """``{task: (train, dev, test)}`` subsets per the profile's :class:`SplitSizes`
+    (the paper profile keeps every sentence)."""
+    sizes = cfg.sizes
+    kw = {"max_words": sizes.max_words, "min_words": sizes.min_words, "seed": seed, "data_dir": data_dir}
+    n = {"train": sizes.n_train, "dev": sizes.n_dev, "test": sizes.n_test}
+    return {t: tuple(load_task(t, split, n=n[split], **kw) for split in ("train", "dev", "test")) for t in tasks}
 
 
-def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskData, TaskData]], cfg: dict, pool, *,
+def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskData, TaskData]], cfg: TransferProfile,
+                 pool, *,
                  seed: int = 0, device="cpu", checkpoint_dir=None, progress: bool = True, store=None) -> pd.DataFrame:
     """Train every (model, task, variant) adapter with early stopping on the model's dev
     data and evaluate it on every model of its family, with the remedies, controls and
@@ -118,15 +131,15 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
     from olas_utils.studies.adapters import MapStore, adapter_job, provenance, train_adapters
     from olas_utils.toa.fit import HEADLINE, evaluate, score, trivial_baseline
 
-    store = store or MapStore(pool, level=cfg["level"], progress=progress)
-    keys = list(cfg["keys"])
+    store = store or MapStore(pool, level=cfg.level, progress=progress)
+    keys = list(cfg.keys)
     # 1. maps, model-major (each model and its random copy loaded once)
     for name in models:
         for task, (train, dev, test) in splits.items():
             for data in (train, dev, test):
                 store.maps(name, data)
-                store.maps(name, data, "uniform")
-            store.maps(name, test, "random")
+                store.maps(name, data, Control.TOKENIZER_ONLY)
+            store.maps(name, test, Control.RANDOM_INIT_TARGET.maps)
         store.release()
     family = {m: store.family(m) for m in models}
     rows = []
@@ -141,28 +154,28 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
     for task, (train, dev, test) in splits.items():
         metric = HEADLINE[task]
 
-        def ex(name, data, variant="plain", inputs="ola", control=None):
+        def ex(name, data, variant="plain", inputs=Control.TRAINED, control=Control.TRAINED):
             return store.examples(name, data, keys, inputs=inputs, control=control, normalize=VARIANTS[variant][0])
 
         def ev(model, target, x):  # test scores; POS also as the released code counts it (docs/method.md#released-code)
             wid = store.maps(target, test).word_ids if task == "pos" else None
             return evaluate(model, x, test, device=device, word_ids=wid)
 
-        def job(names, variant="plain", inputs="ola"):
+        def job(names, variant="plain", inputs=Control.TRAINED):
             x_tr, x_dv = (_interleave([ex(n, d, variant, inputs) for n in names]) for d in (train, dev))
-            return adapter_job((x_tr, train), (x_dv, dev), cfg, seed=seed, augment=VARIANTS[variant][1],
-                               provenance=provenance(names, keys, cfg["level"], inputs=inputs, variant=variant),
+            return adapter_job((x_tr, train), (x_dv, dev), cfg.training, seed=seed, augment=VARIANTS[variant][1],
+                               provenance=provenance(names, keys, cfg.level, inputs=inputs, variant=variant),
                                device=device, checkpoint_dir=checkpoint_dir,
-                               desc=f"{task} on {'+'.join(names)} {variant} {inputs}")
+                               desc=f"{task} on {'+'.join(names)} {variant} {inputs.condition}")
 
         plan = {("single", s, v): job([s], v) for s in models for v in VARIANTS}
         for target in models:
             others = [s for s in models if s != target and family[s] == family[target]]
             if others:
                 plan["multi", target, "plain"] = job(others)
-            for inputs in ("tokenizer-only", "position-only"):
+            for inputs in _INPUT_CONTROLS:
                 plan[inputs, target, "plain"] = job([target], "plain", inputs)
-        trained = train_adapters(plan, cfg, progress=progress)  # every distinct run once, in parallel on a CPU
+        trained = train_adapters(plan, cfg.training, progress=progress)  # every distinct run once, in parallel on a CPU
         adapters = {(s, v): trained["single", s, v] for s in models for v in VARIANTS}
         dev_transfer = {(s, t, v): evaluate(adapters[s, v][0], ex(t, dev, v), dev, device=device)[metric]
                         for (s, v) in adapters for t in models if t != s and family[t] == family[s]}
@@ -173,8 +186,8 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
             add(task, target, target, "self", "plain", ev(model, target, ex(target, test)), info)
             for source in peers:
                 model, info = adapters[source, "plain"]
-                add(task, source, target, "random-init target", "plain",
-                    ev(model, target, ex(target, test, control="random")), info)
+                add(task, source, target, Control.RANDOM_INIT_TARGET.condition, "plain",
+                    ev(model, target, ex(target, test, control=Control.RANDOM_INIT_TARGET)), info)
             for source in others:
                 for v in VARIANTS:
                     model, info = adapters[source, v]
@@ -190,13 +203,13 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
                           and r["source"] in others]
                 mean = {k: sum(r[k] for r in chosen) / len(chosen) for k in score_keys(chosen[0])}
                 add(task, "chosen", target, "TOA (headline)", choice[0], mean, dev_choice=choice[1])
-            for inputs in ("tokenizer-only", "position-only"):
+            for inputs in _INPUT_CONTROLS:
                 model, info = trained[inputs, target, "plain"]
-                add(task, target, target, inputs, "plain",
+                add(task, target, target, inputs.condition, "plain",
                     ev(model, target, ex(target, test, inputs=inputs)), info)
         base = score(test, trivial_baseline(train, test))
         rows.append({"task": task, "metric": metric, "family": "-", "source": "-", "target": "-",
-                     "condition": "baseline", "variant": "-", "score": base[metric], **base})
+                     "condition": Control.BASELINE.condition, "variant": "-", "score": base[metric], **base})
     return pd.DataFrame(rows)
 
 

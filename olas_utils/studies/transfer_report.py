@@ -6,9 +6,13 @@ from __future__ import annotations
 import pandas as pd
 
 from olas_utils.studies.transfer import CONTROLS, PAPER_CLAIMS
+from olas_utils.vocabulary import Control
 
 __all__ = ["task_summary", "bar_chart", "verdict_frame", "comparison_markdown"]
 
+#: Condition names of the controls this text names.
+_BASELINE, _POS, _TOK, _RIT = (c.condition for c in (Control.BASELINE, Control.POSITION_ONLY, Control.TOKENIZER_ONLY,
+                                                     Control.RANDOM_INIT_TARGET))
 _TRANSFER = ("transfer", "transfer (rank)", "transfer (augmented)", "transfer (multi-source)", "TOA (headline)")
 
 
@@ -18,14 +22,14 @@ def task_summary(frame: pd.DataFrame) -> pd.DataFrame:
     target averaged over sources) and the strongest control with its name."""
     rows = []
     for task, d in frame.groupby("task", sort=False):
-        base = d[d.condition == "baseline"].score.iloc[0]
-        for target, t in d[d.condition != "baseline"].groupby("target", sort=False):
+        base = d[d.condition == _BASELINE].score.iloc[0]
+        for target, t in d[d.condition != _BASELINE].groupby("target", sort=False):
             r = {"task": task, "metric": t.metric.iloc[0], "family": t.family.iloc[0], "target": target}
             for cond in ("self",) + _TRANSFER + CONTROLS[:-1]:
                 r[cond] = t[t.condition == cond].score.mean() if (t.condition == cond).any() else float("nan")
             head = t[t.condition == "TOA (headline)"]
             r["headline variant"] = head.variant.iloc[0] if len(head) else "-"
-            r["baseline"] = base
+            r[_BASELINE] = base
             ctrl = {c: r[c] for c in CONTROLS}
             r["strongest control"] = max(ctrl, key=lambda c: ctrl[c])
             r["strongest"] = max(ctrl.values())
@@ -126,13 +130,13 @@ def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFram
     lines.append(f"* Self-trained adapters beat the strongest control on {self_won}/{total} pairs"
                  + (": where even self does not, the task cannot be read from OLA at this size, so transfer "
                     "cannot be tested there." if self_won < total else "."))
-    learn = summary["self"] > summary[["position-only", "tokenizer-only"]].max(axis=1)
+    learn = summary["self"] > summary[[_POS, _TOK]].max(axis=1)
     missed = summary[~learn]
     lines.append(f"* Self-trained adapters that beat both their position-only and tokenizer-only controls (they "
                  f"learn something from OLA that word order and tokenisation do not give): {int(learn.sum())}/"
                  f"{len(summary)}" + ("." if missed.empty else "; not: " + ", ".join(
-                     f"{r.task} on {r.target} (self {r['self']:.1f}, position-only {r['position-only']:.1f}, "
-                     f"tokenizer-only {r['tokenizer-only']:.1f})" for _, r in missed.iterrows()) + "."))
+                     f"{r.task} on {r.target} (self {r['self']:.1f}, position-only {r[_POS]:.1f}, "
+                     f"tokenizer-only {r[_TOK]:.1f})" for _, r in missed.iterrows()) + "."))
     if frame is not None and {"best_epoch", "epochs_run"} <= set(frame):
         own = frame[frame.condition.isin(["self", "transfer (multi-source)"])].dropna(subset=["best_epoch"])
         last = own[own.best_epoch == own.epochs_run]
@@ -149,8 +153,8 @@ def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFram
 
         lines.append(f"* Relation accuracy (19-way, the released code's measure), mean (min–max) over pairs: "
                      f"TOA headline {acc('TOA (headline)')}, transfer {acc('transfer')}, self {acc('self')}, "
-                     f"random-init target {acc('random-init target')}, position-only {acc('position-only')}, "
-                     f"model-free baseline {acc('baseline')}; the paper's 30–33 % is for a 3B source model on "
+                     f"random-init target {acc(_RIT)}, position-only {acc(_POS)}, "
+                     f"model-free baseline {acc(_BASELINE)}; the paper's 30–33 % is for a 3B source model on "
                      "1.5–2B targets, full training data and a 768-dim adapter.")
     if frame is not None and "accuracy_released" in frame and (frame.task == "pos").any():
         p = frame[frame.task == "pos"]
@@ -163,6 +167,6 @@ def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFram
         lines.append("* POS accuracy as the released code counts it (every subword carries its word's tag, special "
                      f"tokens count as correct; paper.md §5), mean over pairs: self {both('self')}, transfer "
                      f"{both('transfer')}, TOA headline {both('TOA (headline)')}, position-only "
-                     f"{both('position-only')}. It is higher than per word and grows with subwords per word, so it "
+                     f"{both(_POS)}. It is higher than per word and grows with subwords per word, so it "
                      "is not comparable across tokenizers.")
     return "\n".join(lines)

@@ -19,7 +19,7 @@ same count — alternately ``1/(1+|i−j|)`` on and left of the diagonal, and on
 it (for causal models the causal mask instead of the right half, which they cannot see) —
 through the same scaling, so the adapter learns what word order alone gives). The
 *tokenizer-only* control is the ``"ola"`` source on uniform-attention maps
-(:func:`olas_utils.toa.taskmaps.task_maps` with ``control="uniform"``).
+(:func:`olas_utils.toa.taskmaps.task_maps` with ``Control.TOKENIZER_ONLY``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ excluded) and accuracy; dependency UAS / LAS per word with and without punctuati
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -21,7 +22,7 @@ from olas_utils.data.tasks import TaskData
 from olas_utils.toa.train import Selection, TrainConfig, checkpoint_key, examples_digest, predict, train_model
 
 __all__ = ["HEADLINE", "to_labels", "score", "trivial_baseline", "fit_adapter", "checkpoint_file", "adapter_config",
-           "profile_training"]
+           "AdapterSettings", "profile_training"]
 
 #: The metric each task's tables lead with (key of :func:`score`'s result). Dependency leads
 #: with UAS: OLA carries structure but no word identity, and LAS also needs relation labels
@@ -150,12 +151,35 @@ def adapter_config(size: str | dict, in_channels: int) -> AdapterConfig:
     return AdapterConfig(in_channels=in_channels, **size)
 
 
-def profile_training(cfg: dict, seed: int, kind: str) -> tuple[TrainConfig, dict]:
-    """Training settings of a notebook profile (keys ``epochs``, ``batch_size``, ``lr``,
-    ``arc_dim``, ``label_dim``): ``(TrainConfig, head_kwargs)``; the head arguments are the
-    biaffine sizes for the dependency kind and empty otherwise."""
-    tcfg = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"], seed=seed)
-    heads = {"arc_dim": cfg["arc_dim"], "label_dim": cfg["label_dim"]} if kind == "dependency" else {}
+@dataclass(frozen=True)
+class AdapterSettings:
+    """How a notebook profile trains its adapters (notebooks 03 and 04).
+
+    Attributes:
+        adapter: a size of :data:`olas_utils.toa.adapter.ADAPTER_SIZES`.
+        epochs: the epoch cap; patience: epochs without dev improvement before stopping;
+            min_epochs: epochs always run.
+        batch_size, lr: optimisation.
+        arc_dim, label_dim: biaffine head sizes (dependency parsing).
+        workers: adapters trained at the same time on a CPU (None: one per core).
+    """
+
+    adapter: str
+    epochs: int
+    patience: int
+    batch_size: int
+    lr: float
+    arc_dim: int
+    label_dim: int
+    workers: int | None = None
+    min_epochs: int = 1
+
+
+def profile_training(settings: AdapterSettings, seed: int, kind: str) -> tuple[TrainConfig, dict]:
+    """Training settings of a notebook profile: ``(TrainConfig, head_kwargs)``; the head
+    arguments are the biaffine sizes for the dependency kind and empty otherwise."""
+    tcfg = TrainConfig(epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr, seed=seed)
+    heads = {"arc_dim": settings.arc_dim, "label_dim": settings.label_dim} if kind == "dependency" else {}
     return tcfg, heads
 
 

@@ -7,6 +7,8 @@ training loop is the same for every task. Label id ``-100`` is ignored by every 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -169,7 +171,7 @@ class TOAModel(nn.Module):
         """The head's loss."""
         return self.head.loss(out, batch)
 
-    def save(self, path, **metadata) -> "Path":
+    def save(self, path, **metadata) -> Path:
         """Write the model (architecture, weights and ``metadata``, e.g. the source model,
         channel keys, label names) to ``path`` atomically; returns the path.
 

@@ -21,12 +21,23 @@ from typing import Sequence
 from olas_utils.extract import OLAMaps
 from olas_utils.fingerprint import legacy_json, library_versions, sha256_text
 from olas_utils.data.tasks import TaskData
+from olas_utils.vocabulary import Control
 
 __all__ = ["ModelPool", "maps_key", "task_maps"]
 
-#: ``"random"``: a randomly initialised copy; ``"uniform"``: the tokenizer-only control
-#: (uniform attention through the same pipeline, no forward pass).
-CONTROLS = ("random", "uniform")
+#: The controls whose maps can be made here besides the trained model's:
+#: :attr:`Control.RANDOM_WEIGHTS` (a randomly initialised copy) and
+#: :attr:`Control.TOKENIZER_ONLY` (uniform attention through the same pipeline, no forward pass).
+CONTROLS = (Control.RANDOM_WEIGHTS, Control.TOKENIZER_ONLY)
+
+
+def _control(control) -> Control:
+    """A :class:`~olas_utils.vocabulary.Control` of :data:`CONTROLS` or the trained model
+    (also from its identifier)."""
+    c = Control.parse(control)
+    if c is not Control.TRAINED and c not in CONTROLS:
+        raise ValueError(f"unknown control {control!r}; available: {[x.ident for x in CONTROLS]}")
+    return c
 
 
 class ModelPool:
@@ -56,30 +67,29 @@ class ModelPool:
             self._weights_ids[name] = weights_fingerprint(self.get(name))
         return self._weights_ids[name]
 
-    def get(self, name: str, control: str | None = None):
+    def get(self, name: str, control: Control | str = Control.TRAINED):
         """The :class:`~olas_utils.zoo.LoadedModel` for ``name``, or its control
-        (``"random"``: :func:`olas_utils.zoo.controls.random_weights_copy` with the pool's seed;
-        ``"uniform"``: the model itself, whose attention :func:`task_maps` then replaces).
+        (random weights: :func:`olas_utils.zoo.controls.random_weights_copy` with the pool's
+        seed; tokenizer-only: the model itself, whose attention :func:`task_maps` then replaces).
 
         Raises:
             ValueError: unknown control.
         """
-        if control is not None and control not in CONTROLS:
-            raise ValueError(f"unknown control {control!r}; available: {CONTROLS}")
+        control = _control(control)
         if name != self._name:
             self._models.clear()
             gc.collect()
             self._name = name
-        if None not in self._models:
+        if Control.TRAINED not in self._models:
             from olas_utils.zoo import load_model
 
-            self._models[None] = load_model(name, device=self.device)
-        if control == "uniform":
-            return self._models[None]  # uniform attention needs the model's tokenizer and config only
+            self._models[Control.TRAINED] = load_model(name, device=self.device)
+        if control is Control.TOKENIZER_ONLY:  # uniform attention needs the model's tokenizer and config only
+            return self._models[Control.TRAINED]
         if control not in self._models:
-            from olas_utils.zoo.controls import random_weights_copy
+            from olas_utils.zoo.controls import make_control
 
-            self._models[control] = random_weights_copy(self._models[None], seed=self.seed)
+            self._models[control] = make_control(self._models[Control.TRAINED], control, seed=self.seed)
         return self._models[control]
 
     def release(self) -> None:
@@ -89,17 +99,18 @@ class ModelPool:
         gc.collect()
 
 
-def maps_key(weights_id: str, model: str, control: str | None, seed: int, orders: Sequence[int],
+def maps_key(weights_id: str, model: str, control: Control | str, seed: int, orders: Sequence[int],
              rollout: bool) -> str:
     """SHA-256 of everything a sentence's maps depend on besides its words (the weights,
     control and its seed, orders, rollout and library versions): one shard folder each."""
-    payload = {"weights": weights_id, "model": model, "control": control,
-               "control_seed": seed if control == "random" else None,
+    control = _control(control)
+    payload = {"weights": weights_id, "model": model, "control": control.cache_id,
+               "control_seed": seed if control is Control.RANDOM_WEIGHTS else None,
                "orders": sorted(orders), "rollout": rollout, "versions": library_versions()}
     return sha256_text(legacy_json(payload))
 
 
-def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: str | None = None,
+def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: Control | str = Control.TRAINED,
               orders: Sequence[int] = (1, 2, 3), rollout: bool = True, batch_size: int = 8,
               cache_dir=None, progress: bool = True) -> OLAMaps:
     """Subword-level OLA maps of ``data.words`` for a model or its control, cached per
@@ -110,7 +121,7 @@ def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: str | Non
         pool: a :class:`ModelPool` (loads the model only if some sentences are not cached).
         model: zoo name, folder or Hugging Face id.
         data: a task split (:func:`olas_utils.data.tasks.load_task`).
-        control: None, ``"random"`` or ``"uniform"`` (see :data:`CONTROLS`).
+        control: :attr:`Control.TRAINED` or one of :data:`CONTROLS` (or its identifier).
         orders, rollout: what to extract (see :func:`olas_utils.extract.extract_ola`).
         batch_size: sentences per forward pass.
         cache_dir: OLAS cache folder (default :func:`olas_utils.settings.cache_dir`); maps go
@@ -129,9 +140,11 @@ def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: str | Non
     from olas_utils.settings import cache_dir as default_cache
     from olas_utils.toa.mapshards import DamagedShardError, MapShards, sentence_id
 
+    control = _control(control)
     key = maps_key(pool.weights_id(model), model, control, pool.seed, orders, rollout)
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in model)
-    shards = MapShards(Path(default_cache(cache_dir)) / "taskmaps" / f"{safe}{'+' + control if control else ''}-{key[:24]}")
+    suffix = f"+{control.cache_id}" if control.cache_id else ""
+    shards = MapShards(Path(default_cache(cache_dir)) / "taskmaps" / f"{safe}{suffix}-{key[:24]}")
     ids = [sentence_id(w) for w in data.words]
     if not ids:
         raise ValueError(f"{data.task}/{data.split} has no sentences to extract")
@@ -144,7 +157,7 @@ def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: str | Non
             lm = pool.get(model, control)
             new = extract_ola(lm.model, lm.tokenizer, [words[i] for i in todo], orders=orders, rollout=rollout,
                               layers=(), batch_size=batch_size, progress=progress, model_name=lm.name,
-                              attention="uniform" if control == "uniform" else "model")
+                              attention="uniform" if control is Control.TOKENIZER_ONLY else "model")
             try:
                 name = shards.write(new, todo)
             except OSError as e:  # keep the work: use the maps from memory, say why they were not cached

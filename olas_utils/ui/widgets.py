@@ -38,6 +38,8 @@ from typing import Any, Callable
 
 import torch
 
+from olas_utils.vocabulary import MapKey, family_of
+
 __all__ = ["OLAExplorer", "NO_MODEL"]
 
 #: Value of the second model's dropdown meaning "no second model".
@@ -113,7 +115,8 @@ class OLAExplorer:
             raise ImportError("the OLA explorer needs ipywidgets: pip install ipywidgets") from e
         if max_order < 1:
             raise ValueError(f"max_order must be >= 1, got {max_order}")
-        keys = [(f"order {k}", f"ola:{k}") for k in range(1, max_order + 1)] + [("rollout", "rollout")]
+        keys = ([(f"order {k}", str(MapKey.ola(k))) for k in range(1, max_order + 1)]
+                + [("rollout", str(MapKey("rollout")))])
         if key not in [v for _, v in keys]:
             raise ValueError(f"key must be one of {[v for _, v in keys]}, got {key!r}")
         if level not in ("word", "subword"):
@@ -296,12 +299,12 @@ class OLAExplorer:
 
     def _caption(self) -> str:
         """Models (layers, kind), what is shown, protocol and sizes of the current maps."""
-        key = self.key.value
-        k = key.split(":")[1] if key != "rollout" else ""
-        what = ("attention rollout" if key == "rollout" else "order-1 OLA (the mean of the layers' attention)"
-                if k == "1" else f"order-{k} OLA (the mean over products of {k} distinct layers' attention)")
+        key = MapKey.parse(self.key.value)
+        k = key.order
+        what = ("attention rollout" if key.method == "rollout" else "order-1 OLA (the mean of the layers' attention)"
+                if k == 1 else f"order-{k} OLA (the mean over products of {k} distinct layers' attention)")
         models = "; ".join(
-            f"{n} ({self.loaded(n).num_layers} layers, {'causal' if self.loaded(n).is_causal else 'encoder'}): "
+            f"{n} ({self.loaded(n).num_layers} layers, {family_of(self.loaded(n).is_causal)}): "
             f"{len(self.current_labels[n])}x{len(self.current_labels[n])}" for n in self.current_maps)
         level = ("word level, neutral pooling (attention / what uniform attention gives; 1 = uniform; "
                  "special tokens left out)"

@@ -33,7 +33,7 @@ Command line: ``python -m olas_utils.zoo {prepare [names...] [--force],list,sani
 Modules, lowest first: ``errors``; ``registry`` (the models and their pins); ``folders``
 (cache folders, markers); ``sources`` (installed packages, hashing); ``formats`` (one
 preparer per weights format); ``preparation``; ``load``; ``sanity``; ``cli``; and ``controls``
-(random-weights and shuffled-layers copies, not re-exported here). Importing this package
+(the controls' model copies; only ``random_weights_copy`` is re-exported here). Importing this package
 does no work (``transformers`` is imported on first use).
 """
 
@@ -48,11 +48,16 @@ from olas_utils.zoo.errors import (
     ZooError,
 )
 from olas_utils.zoo.folders import MARKER_FORMAT, MARKER_NAME, is_prepared, prepared_dir, read_marker
-from olas_utils.zoo.load import LoadedModel, load_model, random_init_copy, weights_fingerprint
+from olas_utils.zoo.controls import random_weights_copy
+from olas_utils.zoo.load import LoadedModel, load_model, weights_fingerprint
 from olas_utils.zoo.preparation import prepare
-from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY, SourceFile, ZooEntry, get_entry, list_models
+from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY, SourceFile, ZooEntry, get_entry, list_models, zoo_family
 from olas_utils.zoo.sanity import CAUSAL_LOSS_BOUNDS, ENCODER_MARGIN, SanityReport, sanity_check
 from olas_utils.zoo.sources import check_installed, locate_package_path, verify_sources
+
+#: The random-weights control under its former name (the same function:
+#: :func:`olas_utils.zoo.controls.random_weights_copy`).
+random_init_copy = random_weights_copy
 
 __all__ = [
     "ZooEntry",
@@ -71,6 +76,7 @@ __all__ = [
     "ENCODER_MARGIN",
     "list_models",
     "get_entry",
+    "zoo_family",
     "locate_package_path",
     "check_installed",
     "verify_sources",
@@ -82,6 +88,7 @@ __all__ = [
     "load_model",
     "sanity_check",
     "random_init_copy",
+    "random_weights_copy",
     "weights_fingerprint",
     "main",
 ]

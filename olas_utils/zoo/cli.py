@@ -10,6 +10,7 @@ import time
 from typing import Iterable, Sequence
 
 from olas_utils import settings
+from olas_utils.zoo.controls import random_weights_copy
 from olas_utils.zoo.errors import (
     HashMismatchError,
     ModelNotInstalledError,
@@ -17,7 +18,7 @@ from olas_utils.zoo.errors import (
     ZooError,
 )
 from olas_utils.zoo.folders import is_prepared
-from olas_utils.zoo.load import load_model, random_init_copy
+from olas_utils.zoo.load import load_model
 from olas_utils.zoo.preparation import prepare
 from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY, get_entry
 from olas_utils.zoo.sanity import sanity_check
@@ -109,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lm = load_model(n, cache_dir=args.cache_dir)
             reps = [sanity_check(lm)]
             if args.random:
-                reps.append(sanity_check(random_init_copy(lm)))
+                reps.append(sanity_check(random_weights_copy(lm)))
             for r in reps:
                 print(r, flush=True)
             failed += not reps[0].passed

@@ -5,8 +5,8 @@ If OLA similarity across language models reflects what pretraining taught them, 
 vanish for models that share an architecture and a tokenizer but not the learned
 computation:
 
-* :func:`random_weights_copy` — the same architecture, randomly initialised
-  (a thin wrapper over :func:`olas_utils.zoo.random_init_copy`);
+* :func:`random_weights_copy` — the same architecture, randomly initialised (the one
+  function that builds a randomly initialised copy);
 * :func:`shuffled_layers_copy` — the same trained weights, with the order of the
   transformer layers permuted (a fixed seed): every layer is intact, only the depth at
   which it runs changes;
@@ -14,8 +14,9 @@ computation:
   layer attends uniformly to the tokens it may see (:mod:`olas_utils.uniform`); it shares
   the original's model object only for its config and runs no forward pass.
 
-All return a new :class:`~olas_utils.zoo.LoadedModel` (the original is never modified)
-whose ``name`` says what was done, e.g. ``"qwen2.5-0.5b+shuffled(seed=0)"`` and
+Controls are :class:`olas_utils.vocabulary.Control` members (:data:`CONTROLS` maps each
+model-copy control to its maker). All return a new :class:`~olas_utils.zoo.LoadedModel`
+(the original is never modified) whose ``name`` says what was done, e.g. ``"qwen2.5-0.5b+shuffled(seed=0)"`` and
 ``"qwen2.5-0.5b+random(seed=0)"``, so cached extractions of a control never collide with
 those of the real model.
 
@@ -45,6 +46,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from olas_utils.vocabulary import Control
+
 __all__ = [
     "layer_permutation",
     "find_layer_list",
@@ -53,6 +56,7 @@ __all__ = [
     "random_weights_copy",
     "uniform_attention_copy",
     "CONTROLS",
+    "make_control",
     "control_identity",
 ]
 
@@ -64,7 +68,7 @@ def layer_permutation(num_layers: int, seed: int = 0) -> tuple[int, ...]:
     ``i`` of the shuffled model. Drawn with ``torch.randperm`` from a private
     ``torch.Generator`` seeded with ``seed`` (the global RNG is not touched); an identity
     draw is rejected and redrawn (from the same generator) when ``num_layers >= 2``, so a
-    "shuffled" model is never the original.
+    shuffled model is never the original.
 
     Args:
         num_layers: N, number of layers (>= 1).
@@ -213,31 +217,45 @@ def shuffled_layers_copy(loaded, seed: int = 0):
         ValueError: if the model's layer list cannot be found.
     """
     perm = layer_permutation(loaded.num_layers, seed)
-    out = permute_layers(loaded, perm, name=f"{loaded.name}+shuffled(seed={seed})")
-    return dataclasses.replace(out, weights_sha256=_derived(loaded, "shuffled", seed))
+    out = permute_layers(loaded, perm, name=_copy_name(loaded, Control.SHUFFLED_LAYERS, seed))
+    return dataclasses.replace(out, weights_sha256=_derived(loaded, Control.SHUFFLED_LAYERS, seed))
 
 
 def random_weights_copy(loaded, seed: int = 0):
-    """Random-weights control: same config and tokenizer, randomly initialised weights.
+    """Random-weights control: same config and tokenizer, randomly initialised weights (the
+    one function that builds a randomly initialised copy).
 
-    A thin wrapper over :func:`olas_utils.zoo.random_init_copy` (the architecture's own
-    ``transformers`` initialisation under ``torch.manual_seed(seed)``, in a forked RNG so
-    the global RNG is untouched) that names the copy ``"<name>+random(seed=<seed>)"``.
+    The architecture's own ``transformers`` initialisation (``from_config``, causal-LM class
+    for causal models) under ``torch.manual_seed(seed)``, in a forked RNG so the global RNG
+    is untouched.
 
     Args:
         loaded: a :class:`~olas_utils.zoo.LoadedModel` (not modified).
         seed: initialisation seed.
 
     Returns:
-        A new :class:`~olas_utils.zoo.LoadedModel`, eval mode, same device and dtype, with
-        ``weights_sha256`` = ``"<parent hash>+random(seed=<seed>)"`` (None if the parent has
-        no pinned hash: then caches hash the state dict).
+        A new :class:`~olas_utils.zoo.LoadedModel` named ``"<name>+random(seed=<seed>)"``,
+        eval mode, same device and dtype, with ``weights_sha256`` =
+        ``"<parent hash>+random(seed=<seed>)"`` (None if the parent has no pinned hash:
+        then caches hash the state dict).
     """
-    from olas_utils.zoo.load import random_init_copy
+    from transformers import AutoModel, AutoModelForCausalLM
 
-    rnd = random_init_copy(loaded, seed=seed)
-    return dataclasses.replace(rnd, name=f"{loaded.name}+random(seed={seed})",
-                               weights_sha256=_derived(loaded, "random", seed))
+    cls = AutoModelForCausalLM if loaded.is_causal else AutoModel
+    p = next(loaded.model.parameters())
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        try:
+            model = cls.from_config(loaded.model.config, dtype=p.dtype)
+        except ValueError:
+            model = AutoModel.from_config(loaded.model.config, dtype=p.dtype)
+    model.eval().to(p.device)
+    return dataclasses.replace(loaded, model=model, name=_copy_name(loaded, Control.RANDOM_WEIGHTS, seed),
+                               weights_sha256=_derived(loaded, Control.RANDOM_WEIGHTS, seed))
+
+
+#: The weight hash of the tokenizer-only control (no weights are used).
+_UNIFORM_WEIGHTS = "uniform-attention"
 
 
 def uniform_attention_copy(loaded, seed: int = 0):
@@ -257,24 +275,49 @@ def uniform_attention_copy(loaded, seed: int = 0):
         A :class:`~olas_utils.zoo.LoadedModel` named ``"<name>+uniform"`` with
         ``weights_sha256="uniform-attention"``.
     """
-    return dataclasses.replace(loaded, name=f"{loaded.name}+uniform", weights_sha256="uniform-attention",
-                               attention="uniform")
+    return dataclasses.replace(loaded, name=_copy_name(loaded, Control.TOKENIZER_ONLY, seed),
+                               weights_sha256=_UNIFORM_WEIGHTS, attention="uniform")
 
 
-#: Control name → maker ``(loaded, seed) -> LoadedModel``.
-CONTROLS = {"random": random_weights_copy, "shuffled": shuffled_layers_copy, "uniform": uniform_attention_copy}
+#: Model-copy controls (:class:`~olas_utils.vocabulary.Control`) → maker ``(loaded, seed) -> LoadedModel``.
+CONTROLS = {Control.RANDOM_WEIGHTS: random_weights_copy, Control.SHUFFLED_LAYERS: shuffled_layers_copy,
+            Control.TOKENIZER_ONLY: uniform_attention_copy}
 
 
-def _derived(loaded, control: str, seed: int) -> str | None:
+def _copy_name(loaded, control: Control, seed: int) -> str:
+    """A control copy's name: its parent's and :meth:`Control.copy_suffix` (feeds cache keys)."""
+    return f"{loaded.name}{control.copy_suffix(seed)}"
+
+
+def _derived(loaded, control: Control, seed: int) -> str | None:
     """A control copy's weight identity, derived from its parent's without hashing the
     copy: a seeded initialisation or permutation of pinned weights is deterministic for
     given ``torch``/``transformers`` versions (which every cache manifest records). None
     (hash the state dict) when the parent has no pinned hash."""
     sha = getattr(loaded, "weights_sha256", None)
-    return f"{sha}+{control}(seed={seed})" if sha else None
+    return f"{sha}{control.copy_suffix(seed)}" if sha else None
 
 
-def control_identity(loaded, control: str, seed: int = 0):
+def make_control(loaded, control, seed: int = 0):
+    """The control copy of ``loaded`` (``control``: a :class:`~olas_utils.vocabulary.Control`
+    of :data:`CONTROLS` or its identifier); :attr:`Control.TRAINED` returns ``loaded`` itself.
+
+    Raises:
+        ValueError: on a control that is not a model copy.
+    """
+    control = _model_control(control)
+    return loaded if control is Control.TRAINED else CONTROLS[control](loaded, seed)
+
+
+def _model_control(control) -> Control:
+    control = Control.parse(control)
+    if control is not Control.TRAINED and control not in CONTROLS:
+        raise ValueError(f"{control.ident!r} is not a model-copy control; use one of "
+                         f"{sorted(c.ident for c in CONTROLS)}")
+    return control
+
+
+def control_identity(loaded, control, seed: int = 0):
     """What a control copy *would* be called and fingerprinted, without building it.
 
     The result shares ``loaded``'s model object, so it must only be used to look a cache
@@ -284,7 +327,7 @@ def control_identity(loaded, control: str, seed: int = 0):
 
     Args:
         loaded: the trained :class:`~olas_utils.zoo.LoadedModel`.
-        control: a key of :data:`CONTROLS`.
+        control: a key of :data:`CONTROLS` (or its identifier).
         seed: the control's seed.
 
     Returns:
@@ -295,11 +338,12 @@ def control_identity(loaded, control: str, seed: int = 0):
     Raises:
         ValueError: on an unknown control.
     """
-    if control not in CONTROLS:
-        raise ValueError(f"unknown control {control!r}; use one of {sorted(CONTROLS)}")
-    if control == "uniform":
+    control = _model_control(control)
+    if control is Control.TRAINED:
+        raise ValueError(f"the trained model is not a control copy; use one of {sorted(c.ident for c in CONTROLS)}")
+    if control is Control.TOKENIZER_ONLY:
         return uniform_attention_copy(loaded, seed)
     sha = _derived(loaded, control, seed)
     if sha is None:
         return None
-    return dataclasses.replace(loaded, name=f"{loaded.name}+{control}(seed={seed})", weights_sha256=sha)
+    return dataclasses.replace(loaded, name=_copy_name(loaded, control, seed), weights_sha256=sha)

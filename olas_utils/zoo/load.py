@@ -1,10 +1,10 @@
 """Loading a zoo model, local folder or Hugging Face id as a :class:`LoadedModel` ready for
-attention analysis, a randomly initialised copy of one, and a fingerprint of its weights.
+attention analysis, and a fingerprint of its weights (a model's controls, its randomly
+initialised copy included, are made in :mod:`olas_utils.zoo.controls`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import hashlib
 import logging
@@ -17,12 +17,13 @@ import torch
 
 from olas_utils import settings
 from olas_utils.architecture import is_causal_config
+from olas_utils.vocabulary import family_of
 from olas_utils.zoo.errors import UnknownModelError
 from olas_utils.zoo.folders import read_marker
 from olas_utils.zoo.preparation import prepare
 from olas_utils.zoo.registry import REGISTRY, ZooEntry, zoo_names_text, get_entry
 
-__all__ = ["LoadedModel", "load_model", "random_init_copy", "weights_fingerprint"]
+__all__ = ["LoadedModel", "load_model", "weights_fingerprint"]
 
 #: The zoo's one logger, named ``olas_utils.zoo`` as before the package was split.
 logger = logging.getLogger("olas_utils.zoo")
@@ -57,6 +58,11 @@ class LoadedModel:
     weights_sha256: str | None = None
     entry: ZooEntry | None = field(default=None, repr=False)
     attention: str = "model"
+
+    @property
+    def family(self) -> str:
+        """``"causal"`` or ``"encoder"``, from :attr:`is_causal` (read from the config)."""
+        return family_of(self.is_causal)
 
     @property
     def config(self):
@@ -252,32 +258,6 @@ def _load_tokenizer(source: str):
     if getattr(tok, "pad_token", None) is None and getattr(tok, "eos_token", None) is not None:
         tok.pad_token = tok.eos_token
     return tok
-
-
-def random_init_copy(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
-    """A randomly initialised model with the same config and tokenizer (a negative control).
-
-    Args:
-        loaded: a loaded model.
-        seed: torch seed for the initialisation.
-
-    Returns:
-        A :class:`LoadedModel` named ``"<name> (random init)"``, eval mode, same device and
-        dtype, ``weights_sha256=None``.
-    """
-    from transformers import AutoModel, AutoModelForCausalLM
-
-    cls = AutoModelForCausalLM if loaded.is_causal else AutoModel
-    p = next(loaded.model.parameters())
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        try:
-            model = cls.from_config(loaded.model.config, dtype=p.dtype)
-        except ValueError:
-            model = AutoModel.from_config(loaded.model.config, dtype=p.dtype)
-    model.eval().to(p.device)
-    return dataclasses.replace(loaded, model=model, name=f"{loaded.name} (random init)",
-                               weights_sha256=None)
 
 
 def weights_fingerprint(loaded) -> str:

@@ -8,15 +8,13 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from olas_utils.vocabulary import FAMILIES
 from olas_utils.zoo.errors import UnknownModelError
 
-__all__ = ["SourceFile", "ZooEntry", "REGISTRY", "DEFAULT_MODELS", "list_models", "get_entry"]
+__all__ = ["SourceFile", "ZooEntry", "REGISTRY", "DEFAULT_MODELS", "list_models", "get_entry", "zoo_family"]
 
 
 _STRATEGIES = ("hf_folder", "zip_parts", "gguf_parts", "gguf_file", "onnx_bert", "e5s1")
-
-
-_FAMILIES = ("encoder", "causal")
 
 
 @dataclass(frozen=True)
@@ -86,8 +84,8 @@ class ZooEntry:
     extra_files: tuple[SourceFile, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.family not in _FAMILIES:
-            raise ValueError(f"family must be one of {_FAMILIES}, not {self.family!r}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, not {self.family!r}")
         if self.strategy not in _STRATEGIES:
             raise ValueError(f"strategy must be one of {_STRATEGIES}, not {self.strategy!r}")
         if not self.sources:
@@ -316,6 +314,16 @@ def get_entry(name: str) -> ZooEntry:
         raise UnknownModelError(
             f"{name!r} is not a zoo model.{hint} Zoo models: {zoo_names_text()}.",
             name=str(name), suggestions=close) from None
+
+
+def zoo_family(name: str) -> str:
+    """The family (``"encoder"`` / ``"causal"``) of a zoo model, without loading it; a loaded
+    model's is :attr:`olas_utils.zoo.LoadedModel.family` (read from its config).
+
+    Raises:
+        UnknownModelError: if ``name`` is not in the zoo.
+    """
+    return get_entry(name).family
 
 
 def zoo_names_text() -> str:

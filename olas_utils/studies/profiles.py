@@ -1,0 +1,105 @@
+"""The notebooks' profiles as types: what a profile of notebook 01, 02, 03 or 04 sets (sizes,
+seeds, training settings), each a frozen dataclass; the profiles themselves are in each
+study's ``PROFILES`` (``dict[str, <Profile>]``).
+
+A notebook changes one setting with :func:`dataclasses.replace`, e.g.
+``replace(transfer.PROFILES["smoke"], models=("minilm-l6",))`` or
+``replace(p, training=replace(p.training, epochs=1))``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from olas_utils.toa.fit import AdapterSettings
+from olas_utils.vocabulary import Control
+
+__all__ = [
+    "AdapterSettings",
+    "ClassifierSettings",
+    "CrossLMProfile",
+    "GalleryProfile",
+    "SplitSizes",
+    "SyntaxProfile",
+    "TransferProfile",
+]
+
+
+@dataclass(frozen=True)
+class GalleryProfile:
+    """Notebook 01: ``models`` (None: the default zoo), how many gallery sentences, which orders."""
+
+    models: tuple[str, ...] | None
+    n_sentences: int
+    orders: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClassifierSettings:
+    """Notebook 02's visual classifier (:func:`olas_utils.studies.crosslm.classifier_frame`).
+
+    Attributes:
+        keys: map keys, one channel each; controls: controls trained and tested the same way.
+        epochs: the epoch cap; patience: early-stopping patience on the held-out source.
+        protocol: the image protocol; targets: ``"all"`` or ``"last"`` (the last model of
+            each family only); refit: retrain on all sources after selection.
+    """
+
+    keys: tuple[str, ...]
+    epochs: int
+    patience: int | None
+    controls: tuple[Control, ...]
+    protocol: str
+    targets: str
+    refit: bool
+
+
+@dataclass(frozen=True)
+class CrossLMProfile:
+    """Notebook 02: models (None: the default zoo), corpus size, orders and baseline keys,
+    protocols, controls (each on every protocol), the classifier and the extraction batch size."""
+
+    models: tuple[str, ...] | None
+    n_chunks: int
+    orders: tuple[int, ...]
+    baselines: tuple[str, ...]
+    protocols: tuple[str, ...]
+    controls: tuple[Control, ...]
+    classifier: ClassifierSettings
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class SplitSizes:
+    """Sentences per split (None: all) and sentence lengths in words (``max_words`` None: any)."""
+
+    n_train: int | None
+    n_dev: int | None
+    n_test: int | None
+    max_words: int | None
+    min_words: int = 2
+
+
+@dataclass(frozen=True)
+class SyntaxProfile:
+    """Notebook 03: models (None: the default zoo), EWT sizes, map keys, the adapter's input
+    level (``"word"`` / ``"subword"``) and how adapters are trained."""
+
+    models: tuple[str, ...] | None
+    sizes: SplitSizes
+    keys: tuple[str, ...]
+    level: str
+    training: AdapterSettings
+
+
+@dataclass(frozen=True)
+class TransferProfile:
+    """Notebook 04: models and tasks (None: the default zoo / every task), sizes per task, the
+    map keys stacked as channels, the input level and how adapters are trained."""
+
+    models: tuple[str, ...] | None
+    tasks: tuple[str, ...] | None
+    sizes: SplitSizes
+    keys: tuple[str, ...]
+    level: str
+    training: AdapterSettings

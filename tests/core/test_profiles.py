@@ -1,0 +1,63 @@
+"""Notebook profiles are frozen dataclasses, overridable with dataclasses.replace, read as
+attributes by the notebooks; their keys and controls are of the core vocabulary."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+
+from olas_utils.settings import project_root
+from olas_utils.studies import crosslm, gallery, profiles, syntax, transfer
+from olas_utils.vocabulary import Control, MapKey
+from olas_utils.zoo.controls import CONTROLS
+
+TYPES = {gallery: profiles.GalleryProfile, crosslm: profiles.CrossLMProfile, syntax: profiles.SyntaxProfile,
+         transfer: profiles.TransferProfile}
+
+
+@pytest.mark.parametrize("module", list(TYPES), ids=lambda m: m.__name__.rsplit(".", 1)[1])
+def test_profiles_are_frozen_and_replaceable(module):
+    assert module.PROFILES and {"smoke", "quick", "paper"} <= set(module.PROFILES)
+    for name, p in module.PROFILES.items():
+        assert type(p) is TYPES[module], name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            p.models = ("x",)
+        q = dataclasses.replace(p, models=("minilm-l6",))
+        assert q.models == ("minilm-l6",) and p.models != ("minilm-l6",) and q != p
+        for f in dataclasses.fields(p):
+            assert not isinstance(getattr(p, f.name), (list, dict, set)), (name, f.name)  # immutable all the way
+
+
+def test_profile_keys_parse_and_controls_are_model_copies():
+    for module in (syntax, transfer):
+        for p in module.PROFILES.values():
+            assert [str(MapKey.parse(k)) for k in p.keys] == list(p.keys)
+    for p in crosslm.PROFILES.values():
+        assert all(MapKey.parse(k).method in ("rollout", "layer") for k in p.baselines)
+        for c in p.controls + p.classifier.controls:
+            assert isinstance(c, Control) and c in CONTROLS
+        assert [str(MapKey.parse(k)) for k in p.classifier.keys] == list(p.classifier.keys)
+
+
+def test_notebooks_03_and_04_share_the_quick_adapters():
+    s, t = syntax.PROFILES["quick"], transfer.PROFILES["quick"]
+    assert s.training == t.training == transfer.PROFILES["wide"].training and s.sizes == t.sizes and s.level == t.level
+    assert s.training.lr == 3e-3 and s.training.epochs == 5 and s.sizes.min_words == 3
+    assert syntax.PROFILES["smoke"].sizes.min_words == 2  # the default the notebooks used before profiles were typed
+
+
+def test_nested_settings_are_replaced_alone():
+    p = transfer.PROFILES["smoke"]
+    q = dataclasses.replace(p, training=dataclasses.replace(p.training, epochs=1))
+    assert q.training.epochs == 1 and p.training.epochs == 2 and q.sizes is p.sizes
+
+
+def test_notebooks_read_profiles_as_attributes():
+    for book in sorted((project_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(book.read_text(encoding="utf-8"))["cells"]
+        code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        assert re.search(r"\w+\.PROFILES\[profile\]", code), book.name
+        assert not re.search(r"cfg\[|cfg\.get\(|dict\(\w+\.PROFILES", code), book.name
