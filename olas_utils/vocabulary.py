@@ -1,5 +1,5 @@
 """The package's one vocabulary: controls, map keys and model families, each with one type,
-one label table and one parser, used by every layer (design.md, "One name per concept").
+one label table and one parser, used by every layer (``docs/method.md#controls``, ``docs/method.md#map-keys``).
 
 * :class:`Control` — what a result is compared with: the trained model itself and its
   controls (tokenizer-only, random weights, shuffled layers, position-only, random-init
@@ -42,7 +42,7 @@ __all__ = [
 
 
 class Control(enum.Enum):
-    """The trained model or one of its controls (design.md, "Evidence, not just numbers").
+    """The trained model or one of its controls (``docs/method.md#controls``).
 
     Every string a control is written as comes from :data:`CONTROL_LABELS` through
     :attr:`ident`, :attr:`condition` and :attr:`label`; :meth:`parse` reads any of them back.

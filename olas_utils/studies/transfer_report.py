@@ -165,7 +165,7 @@ def comparison_markdown(summary: pd.DataFrame, *, sizes: str, frame: pd.DataFram
                     else "–")
 
         lines.append("* POS accuracy as the released code counts it (every subword carries its word's tag, special "
-                     f"tokens count as correct; paper.md §5), mean over pairs: self {both('self')}, transfer "
+                     f"tokens count as correct; docs/method.md#released-code), mean over pairs: self {both('self')}, transfer "
                      f"{both('transfer')}, TOA headline {both('TOA (headline)')}, position-only "
                      f"{both(_POS)}. It is higher than per word and grows with subwords per word, so it "
                      "is not comparable across tokenizers.")
