@@ -25,6 +25,7 @@ from dataclasses import dataclass
 __all__ = [
     "CAUSAL",
     "CONTROL_LABELS",
+    "DEFAULT_BASELINES",
     "ENCODER",
     "FAMILIES",
     "KEY_LABELS",
@@ -268,6 +269,10 @@ class MapKey:
             raise ValueError(f"layer index {self.index} is outside {-num_layers}..{num_layers - 1}")
         return self
 
+
+#: The baselines extracted beside the OLA orders unless asked otherwise (notebook 02, the
+#: image cache, ``-m olas_utils.similarity.distributed``): rollout, first and last layer.
+DEFAULT_BASELINES: tuple[str, ...] = ("rollout", "layer:0", "layer:-1")
 
 #: Display names of map keys in tables and figures (others are shown as their name).
 KEY_LABELS: dict[str, str] = {

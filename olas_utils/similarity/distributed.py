@@ -81,6 +81,8 @@ def extract_distributed(model: str, chunks: Sequence[Sequence[str]], *, progress
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry for ``accelerate launch -m olas_utils.similarity.distributed``; returns the
     exit code (0 success, 1 failure with a one-line message)."""
+    from olas_utils.vocabulary import DEFAULT_BASELINES
+
     ap = argparse.ArgumentParser(prog="olas_utils.similarity.distributed",
                                  description="Sharded OLA image extraction (accelerate).")
     ap.add_argument("--model", required=True, help="zoo name, local folder or Hugging Face id")
@@ -88,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--n-chunks", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--orders", type=int, nargs="+", default=[1, 2, 3])
-    ap.add_argument("--baselines", nargs="*", default=["rollout", "layer:0", "layer:-1"])
+    ap.add_argument("--baselines", nargs="*", default=list(DEFAULT_BASELINES))
     ap.add_argument("--protocol", choices=["paper", "word"], default="paper")
     ap.add_argument("--image-size", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=8)

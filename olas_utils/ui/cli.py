@@ -183,6 +183,7 @@ def similarity_table(
     from olas_utils.extract import extract_ola
     from olas_utils.similarity.images import TIES, to_image
     from olas_utils.similarity.retrieval import check_metric, retrieval_table
+    from olas_utils.vocabulary import MapKey, family_of
     from olas_utils.zoo import load_model
 
     models = list(models)
@@ -197,7 +198,7 @@ def similarity_table(
         raise ValueError(f"image size {image_size} is too small"
                          + (" for SSIM's 11x11 window (use >= 6)" if metric == "ssim" else ""))
     protocol = "word" if level == "word" else "paper"  # notebook 02's protocol at this level
-    keys = [f"ola:{int(k)}" for k in orders]
+    keys = [str(MapKey.ola(int(k))) for k in orders]
     images: dict[str, dict[str, np.ndarray]] = {k: {} for k in keys}
     families: dict[str, str] = {}
     for name in tqdm(models, desc="models", disable=not progress, unit="model"):
@@ -205,7 +206,7 @@ def similarity_table(
         maps = extract_ola(lm.model, lm.tokenizer, sentences, orders=orders, rollout=False, layers=(), level=level,
                            batch_size=batch_size, progress=progress, model_name=name, truncation=truncation,
                            pooling=pooling)
-        families[name] = "causal" if maps.is_causal else "encoder"  # as the maps were made (checked on them)
+        families[name] = family_of(maps.is_causal)  # as the maps were made (checked on them)
         for key in keys:
             images[key][name] = torch.stack([to_image(m, causal=maps.is_causal, image_size=image_size,
                                                       protocol=protocol) for m in maps[key]]).numpy()

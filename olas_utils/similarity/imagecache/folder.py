@@ -28,7 +28,6 @@ import contextlib
 import errno as _errno
 import json
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -37,6 +36,7 @@ import numpy as np
 
 from olas_utils.atomic import write_json_atomic
 from olas_utils.fingerprint import sha256_file
+from olas_utils.vocabulary import MapKey
 
 __all__ = ["FORMAT_VERSION", "MANIFEST", "PROGRESS", "PLAN", "LENGTHS", "LOCK", "CacheBusyError",
            "CacheCorruptError", "corrupt_error", "io_errors", "write_json", "read_json", "file_checksums",
@@ -186,6 +186,19 @@ def key_filename(key: str) -> str:
     return key.replace(":", "_") + ".npy"
 
 
+def key_of_filename(name: str) -> str | None:
+    """The key whose images ``name`` holds (the inverse of :func:`key_filename`:
+    ``"layer_-1.npy"`` → ``"layer:-1"``), or None if ``name`` is no key's file."""
+    if not name.endswith(".npy"):
+        return None
+    stem = name[: -len(".npy")]
+    key = ":".join(stem.rsplit("_", 1)) if "_" in stem else stem
+    try:
+        return str(MapKey.parse(key))
+    except ValueError:
+        return None
+
+
 @contextlib.contextmanager
 def locked(root: Path):
     """Hold an exclusive advisory lock on ``root/.lock`` (released when the process dies;
@@ -226,7 +239,7 @@ def _is_ours(name: str, keys: Iterable[str] | None) -> bool:
         return True
     if name.endswith(".tmp"):
         return True
-    return bool(re.fullmatch(r"(ola_\d+|rollout|layer_-?\d+)\.npy", name))  # the file name of any key
+    return key_of_filename(name) is not None  # the file name of any key
 
 
 def clear_folder(root: Path, keys: Iterable[str] | None) -> None:

@@ -9,11 +9,11 @@ Importing this module does no work.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from olas_utils.vocabulary import DEFAULT_BASELINES, MapKey
 from olas_utils.similarity.images import PROTOCOLS
 from olas_utils.similarity.imagecache.folder import MANIFEST, PROGRESS, read_json
 from olas_utils.similarity.imagecache.manifest import (
@@ -50,13 +50,17 @@ def validate_keys(orders: Iterable[int], baselines: Iterable[str]) -> tuple[list
     if len(set(base)) != len(base):
         raise ValueError(f"baselines has duplicates: {base}")
     for b in base:
-        if b == "rollout":
+        try:
+            key = MapKey.parse(b)
+        except ValueError:
+            key = None
+        if key is not None and key.method == "rollout":
             rollout = True
-        elif re.fullmatch(r"layer:-?\d+", str(b)):  # the index is checked against the model by parse_key
-            layers.append(int(b.split(":")[1]))
+        elif key is not None and key.method == "layer":  # the index is checked against the model by parse_key
+            layers.append(key.index)
         else:
             raise ValueError(f"unknown baseline {b!r}: use 'rollout' or 'layer:I' (OLA orders go in orders=)")
-    keys = [f"ola:{k}" for k in orders] + list(base)
+    keys = [str(MapKey.ola(k)) for k in orders] + list(base)
     if not keys:
         raise ValueError("nothing to extract: orders and baselines are both empty")
     return orders, rollout, layers, keys
@@ -155,7 +159,7 @@ def plan_targets(lm, chunks, protocols, *, orders, layers, keys, image_size, bat
     n_layers = num_attention_layers(model)
     check_orders(orders, n_layers)
     for i in layers:
-        parse_key(f"layer:{i}", n_layers)
+        parse_key(str(MapKey.layer(i)), n_layers)
     plan = batch_plan(tokenizer, model, chunks, batch_size)
     common = run_manifest(lm, chunks, plan=plan, orders=orders, keys=keys, image_size=image_size,
                           batch_size=batch_size, seed=seed, num_layers=n_layers)
@@ -195,7 +199,7 @@ def cache_complete(
     *,
     protocols: Sequence[str],
     orders: Iterable[int] = (1, 2, 3),
-    baselines: Iterable[str] = ("rollout", "layer:0", "layer:-1"),
+    baselines: Iterable[str] = DEFAULT_BASELINES,
     image_size: int = 50,
     batch_size: int = 8,
     seed: int = 0,

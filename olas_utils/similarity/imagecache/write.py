@@ -58,6 +58,7 @@ from olas_utils.similarity.imagecache.folder import (
 from olas_utils.similarity.imagecache.manifest import manifest_diff, mismatch_error
 from olas_utils.similarity.imagecache.plan import Target, check_settings, loaded_model, plan_targets, validate_keys
 from olas_utils.similarity.imagecache.read import CachedImages
+from olas_utils.vocabulary import DEFAULT_BASELINES
 
 __all__ = ["extract_to_cache", "extract_protocols"]
 
@@ -68,7 +69,7 @@ def extract_protocols(
     *,
     protocols: Sequence[str] = ("paper",),
     orders: Iterable[int] = (1, 2, 3),
-    baselines: Iterable[str] = ("rollout", "layer:0", "layer:-1"),
+    baselines: Iterable[str] = DEFAULT_BASELINES,
     image_size: int = 50,
     batch_size: int = 8,
     seed: int = 0,
@@ -212,7 +213,7 @@ def extract_to_cache(
     *,
     cache_root: str | os.PathLike | None = None,
     orders: Iterable[int] = (1, 2, 3),
-    baselines: Iterable[str] = ("rollout", "layer:0", "layer:-1"),
+    baselines: Iterable[str] = DEFAULT_BASELINES,
     protocol: str = "paper",
     image_size: int = 50,
     batch_size: int = 8,
