@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import time
 
+import torch  # noqa: E402
 from common import (
     corpus_order_groups,
     ewt_sentences,
@@ -36,8 +37,6 @@ from common import (
     run_ola_batch,
     set_threads,
 )
-
-import torch  # noqa: E402
 
 from olas_utils.align import tokenize_words  # noqa: E402
 from olas_utils.capture import AttentionCapture  # noqa: E402
@@ -79,19 +78,30 @@ def bench_model(name: str, sentences: list[list[str]], args) -> list[dict]:
                         tot[s] += f + p
                 for s in SCHEMES:
                     times[(bs, s)].append(tot[s])
-                print(f"  [{name}] repeat {r + 1}/{args.repeats} batch {bs:>2}: bucketed {tot['bucketed']:6.2f}s, "
-                      f"corpus order {tot['corpus']:6.2f}s", flush=True)
+                print(
+                    f"  [{name}] repeat {r + 1}/{args.repeats} batch {bs:>2}: bucketed {tot['bucketed']:6.2f}s, "
+                    f"corpus order {tot['corpus']:6.2f}s",
+                    flush=True,
+                )
     rows = []
     for bs in args.batch_sizes:
         t_b = median(times[(bs, "bucketed")])
         t_c = median(times[(bs, "corpus")])
         ratio = median([c / b for b, c in zip(times[(bs, "bucketed")], times[(bs, "corpus")])])
-        rows.append({
-            "model": name, "layers": n_layers, "bs": bs, "n": n, "tokens": sum(lengths),
-            "t_b": t_b, "t_c": t_c, "ratio": ratio,
-            "pad_b": sum(b["input_ids"].numel() for b in plans[bs]["bucketed"]),
-            "pad_c": sum(b["input_ids"].numel() for b in plans[bs]["corpus"]),
-        })
+        rows.append(
+            {
+                "model": name,
+                "layers": n_layers,
+                "bs": bs,
+                "n": n,
+                "tokens": sum(lengths),
+                "t_b": t_b,
+                "t_c": t_c,
+                "ratio": ratio,
+                "pad_b": sum(b["input_ids"].numel() for b in plans[bs]["bucketed"]),
+                "pad_c": sum(b["input_ids"].numel() for b in plans[bs]["corpus"]),
+            }
+        )
     del lm, model
     return rows
 
@@ -109,16 +119,23 @@ def main() -> None:
     set_threads(args.threads)
     sentences = ewt_sentences(args.sentences)
     print(machine_line())
-    print(f"{len(sentences)} EWT dev sentences, orders {sorted(set(args.orders))} + rollout + layers 0/-1, "
-          f"subword level, float32, {args.repeats} repeat(s), bucketed/corpus-order batches interleaved", flush=True)
+    print(
+        f"{len(sentences)} EWT dev sentences, orders {sorted(set(args.orders))} + rollout + layers 0/-1, "
+        f"subword level, float32, {args.repeats} repeat(s), bucketed/corpus-order batches interleaved",
+        flush=True,
+    )
     rows = []
     for name in args.models:
         t0 = time.perf_counter()
         rows += bench_model(name, sentences, args)
         print(f"  [{name}] {time.perf_counter() - t0:.0f} s", flush=True)
     print()
-    print("Sentences per second (padded tokens / real tokens in brackets); speed-up = corpus-order time / bucketed time")
-    print(f"{'model':<14} {'batch':>5} {'bucketed':>16} {'corpus order':>16} {'speed-up':>9} {'bucketed vs batch 1':>20}")
+    print(
+        "Sentences per second (padded tokens / real tokens in brackets); speed-up = corpus-order time / bucketed time"
+    )
+    print(
+        f"{'model':<14} {'batch':>5} {'bucketed':>16} {'corpus order':>16} {'speed-up':>9} {'bucketed vs batch 1':>20}"
+    )
     for name in args.models:
         mine = [r for r in rows if r["model"] == name]
         base = next((r for r in mine if r["bs"] == 1), mine[0])

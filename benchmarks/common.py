@@ -114,12 +114,14 @@ def make_batches(tokenized, groups: Sequence[Sequence[int]]) -> list[dict]:
     for idx in groups:
         idx = list(idx)
         t = max(lengths[i] for i in idx)
-        out.append({
-            "input_ids": tokenized.input_ids[idx, :t].contiguous(),
-            "attention_mask": tokenized.attention_mask[idx, :t].contiguous(),
-            "idx": idx,
-            "lengths": [lengths[i] for i in idx],
-        })
+        out.append(
+            {
+                "input_ids": tokenized.input_ids[idx, :t].contiguous(),
+                "attention_mask": tokenized.attention_mask[idx, :t].contiguous(),
+                "idx": idx,
+                "lengths": [lengths[i] for i in idx],
+            }
+        )
     return out
 
 
@@ -128,8 +130,15 @@ def model_inputs(batch: dict) -> dict:
     return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
 
 
-def run_ola_batch(cap, batch: dict, orders: Sequence[int], rollout: bool, layers: Sequence[int],
-                  layer_idx: Sequence[int], **forward_kwargs) -> tuple[float, float]:
+def run_ola_batch(
+    cap,
+    batch: dict,
+    orders: Sequence[int],
+    rollout: bool,
+    layers: Sequence[int],
+    layer_idx: Sequence[int],
+    **forward_kwargs,
+) -> tuple[float, float]:
     """What :func:`~olas_utils.extract.extract_ola` does per batch at subword level:
     the capture forward, then the maps to float32 CPU tensors cropped per sentence.
 

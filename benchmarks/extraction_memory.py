@@ -55,9 +55,8 @@ import sys
 import time
 from pathlib import Path
 
-from common import machine_line, median, quiet, rotated, set_threads
-
 import torch  # noqa: E402
+from common import machine_line, median, quiet, rotated, set_threads
 
 VARIANTS = ("plain", "plain-sdpa", "streaming", "post-hoc")
 MiB = 1024 * 1024
@@ -89,6 +88,7 @@ def build_inputs(tokenizer, batch: int, tokens: int, random_ids: bool, vocab: in
         ids = torch.randint(0, vocab, (batch, tokens), generator=g)
     else:
         from common import ewt_sentences
+
         from olas_utils.data import load_ud_ewt
 
         n = len(load_ud_ewt("dev")["words"])
@@ -149,12 +149,25 @@ def child(args) -> None:
         wall = time.perf_counter() - t0
         peak_kib = _status_kib("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         assert all(torch.isfinite(m).all() for m in maps.values())
-    print(json.dumps({
-        "variant": args.child, "tokens": tokens, "batch": args.batch_size, "layers": n_layers,
-        "heads": cfg.num_attention_heads, "baseline_mib": base_kib / 1024, "peak_mib": peak_kib / 1024,
-        "extra_mib": (peak_kib - base_kib) / 1024, "hwm_reset": reset, "ru_maxrss_before_mib": ru_before / 1024,
-        "wall_s": wall, "call_kwargs": call_kw, "attn_implementation": model.config._attn_implementation,
-    }))
+    print(
+        json.dumps(
+            {
+                "variant": args.child,
+                "tokens": tokens,
+                "batch": args.batch_size,
+                "layers": n_layers,
+                "heads": cfg.num_attention_heads,
+                "baseline_mib": base_kib / 1024,
+                "peak_mib": peak_kib / 1024,
+                "extra_mib": (peak_kib - base_kib) / 1024,
+                "hwm_reset": reset,
+                "ru_maxrss_before_mib": ru_before / 1024,
+                "wall_s": wall,
+                "call_kwargs": call_kw,
+                "attn_implementation": model.config._attn_implementation,
+            }
+        )
+    )
 
 
 # -- parent --------------------------------------------------------------------------------
@@ -162,9 +175,22 @@ def spawn(variant: str, tokens: int, args) -> dict:
     env = dict(os.environ)
     if not args.no_malloc_tuning:
         env["MALLOC_MMAP_THRESHOLD_"] = str(MiB)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", variant, "--tokens", str(tokens),
-           "--model", args.model, "--batch-size", str(args.batch_size), "--threads", str(args.threads),
-           "--orders", *map(str, args.orders)] + (["--random-ids"] if args.random_ids else [])
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        variant,
+        "--tokens",
+        str(tokens),
+        "--model",
+        args.model,
+        "--batch-size",
+        str(args.batch_size),
+        "--threads",
+        str(args.threads),
+        "--orders",
+        *map(str, args.orders),
+    ] + (["--random-ids"] if args.random_ids else [])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
@@ -193,22 +219,30 @@ def main() -> None:
     quiet()
     set_threads(args.threads)
     print(machine_line())
-    print(f"{args.model}, batch {args.batch_size}, T in {args.tokens}, orders {sorted(set(args.orders))} + rollout "
-          f"+ layers 0/-1, float32, {'random ids' if args.random_ids else 'EWT dev text'}, "
-          f"{args.repeats} fresh subprocess(es) per variant and T, "
-          f"MALLOC_MMAP_THRESHOLD_={'default' if args.no_malloc_tuning else '1 MiB'}", flush=True)
+    print(
+        f"{args.model}, batch {args.batch_size}, T in {args.tokens}, orders {sorted(set(args.orders))} + rollout "
+        f"+ layers 0/-1, float32, {'random ids' if args.random_ids else 'EWT dev text'}, "
+        f"{args.repeats} fresh subprocess(es) per variant and T, "
+        f"MALLOC_MMAP_THRESHOLD_={'default' if args.no_malloc_tuning else '1 MiB'}",
+        flush=True,
+    )
     results: dict[tuple[int, str], list[dict]] = {}
     for t in args.tokens:
         for r in range(args.repeats):
             for v in rotated(VARIANTS, r):
                 res = spawn(v, t, args)
                 results.setdefault((t, v), []).append(res)
-                print(f"  T={t} {v:<9} baseline {res['baseline_mib']:7.0f} MiB, peak {res['peak_mib']:7.0f} MiB, "
-                      f"peak - baseline {res['extra_mib']:7.1f} MiB, {res['wall_s']:.1f} s", flush=True)
+                print(
+                    f"  T={t} {v:<9} baseline {res['baseline_mib']:7.0f} MiB, peak {res['peak_mib']:7.0f} MiB, "
+                    f"peak - baseline {res['extra_mib']:7.1f} MiB, {res['wall_s']:.1f} s",
+                    flush=True,
+                )
     print()
     print("Peak RSS above the loaded-model baseline (MiB; median over subprocesses)")
-    print(f"{'T':>5} {'plain':>8} {'plain-sdpa':>10} {'streaming':>10} {'post-hoc':>9} {'theory stream':>14} "
-          f"{'theory post-hoc':>16}")
+    print(
+        f"{'T':>5} {'plain':>8} {'plain-sdpa':>10} {'streaming':>10} {'post-hoc':>9} {'theory stream':>14} "
+        f"{'theory post-hoc':>16}"
+    )
     parts = []
     for t in args.tokens:
         ex = {v: median([x["extra_mib"] for x in results[(t, v)]]) for v in VARIANTS}
@@ -220,12 +254,16 @@ def main() -> None:
         # post-hoc holds every layer's per-head weights and their N head averages, plus the same.
         th_stream = (2 * k + 4) * tt
         th_post = n * h * tt + n * tt + (2 * k + 4) * tt
-        print(f"{t:>5} {ex['plain']:>8.1f} {ex['plain-sdpa']:>10.1f} {ex['streaming']:>10.1f} {ex['post-hoc']:>9.1f} "
-              f"{th_stream:>14.1f} {th_post:>16.1f}")
+        print(
+            f"{t:>5} {ex['plain']:>8.1f} {ex['plain-sdpa']:>10.1f} {ex['streaming']:>10.1f} {ex['post-hoc']:>9.1f} "
+            f"{th_stream:>14.1f} {th_post:>16.1f}"
+        )
         parts.append((t, ex))
     print()
-    print("Attention-related part = variant - reference (MiB); ratio = post-hoc part / streaming part "
-          "(target >= 10x; 'inf' when streaming peaks at or below the reference)")
+    print(
+        "Attention-related part = variant - reference (MiB); ratio = post-hoc part / streaming part "
+        "(target >= 10x; 'inf' when streaming peaks at or below the reference)"
+    )
     print(f"{'T':>5} {'reference':>10} {'streaming':>10} {'post-hoc':>9} {'ratio':>8}")
     for t, ex in parts:
         for ref in ("plain", "plain-sdpa"):

@@ -40,6 +40,7 @@ import argparse
 import inspect
 import time
 
+import torch  # noqa: E402  (after common, which fixes sys.path)
 from common import (
     ewt_sentences,
     machine_line,
@@ -53,13 +54,10 @@ from common import (
     timed,
 )
 
-import torch  # noqa: E402  (after common, which fixes sys.path)
-
 from olas_utils.align import tokenize_words  # noqa: E402
 from olas_utils.capture import AttentionCapture  # noqa: E402
 from olas_utils.extract import extract_ola, length_buckets, max_tokens  # noqa: E402
 from olas_utils.zoo import DEFAULT_MODELS, load_model  # noqa: E402
-
 
 
 def lean_kwargs(model) -> dict:
@@ -99,8 +97,19 @@ def bench_model(name: str, sentences: list[list[str]], args) -> dict:
             return timed(lambda: model(**model_inputs(b))), 0.0
         if v == "extract":
             sents = [sentences[i] for i in b["idx"]]
-            return timed(lambda: extract_ola(model, tok, sents, orders=orders, rollout=rollout, layers=layers,
-                                             level="subword", batch_size=args.batch_size, progress=False)), 0.0
+            return timed(
+                lambda: extract_ola(
+                    model,
+                    tok,
+                    sents,
+                    orders=orders,
+                    rollout=rollout,
+                    layers=layers,
+                    level="subword",
+                    batch_size=args.batch_size,
+                    progress=False,
+                )
+            ), 0.0
         with AttentionCapture(model, **cap_kw) as cap:
             return run_ola_batch(cap, b, orders, rollout, layers, layer_idx)
 
@@ -119,34 +128,52 @@ def bench_model(name: str, sentences: list[list[str]], args) -> dict:
                     t[v][r][j] = one(v, b)
             tok_s.append(timed(tokenise))
             tot = {v: sum(sum(x) for x in t[v][r]) for v in variants}
-            print(f"  [{name}] repeat {r + 1}/{args.repeats}: " + ", ".join(f"{v} {tot[v]:.2f}s" for v in variants),
-                  flush=True)
+            print(
+                f"  [{name}] repeat {r + 1}/{args.repeats}: " + ", ".join(f"{v} {tot[v]:.2f}s" for v in variants),
+                flush=True,
+            )
 
     def best(v, part=None):
         """Sum over batches of each batch's fastest repeat."""
+
         def f(x):
             return sum(x) if part is None else x[part]
+
         return sum(min(f(t[v][r][j]) for r in range(args.repeats)) for j in range(len(batches)))
 
     def rep_ratio(v, part=None):
         """Median over repeats of (variant total / plain total) within the repeat."""
+
         def tot(w, r):
             return sum((sum(x) if part is None else x[part]) for x in t[w][r])
+
         return median([tot(v, r) / tot("plain", r) for r in range(args.repeats)])
 
     plain = best("plain")
     out = {
-        "name": name, "layers": n_layers, "causal": lm.is_causal, "path": AttentionCapture(model, **cap_kw).path,
-        "tokens": sum(lengths), "padded": padded, "batches": len(batches), "load_s": t_load,
-        "plain": plain, "ola_fwd": best("ola", 0), "ola_all": best("ola"), "extract": best("extract"),
+        "name": name,
+        "layers": n_layers,
+        "causal": lm.is_causal,
+        "path": AttentionCapture(model, **cap_kw).path,
+        "tokens": sum(lengths),
+        "padded": padded,
+        "batches": len(batches),
+        "load_s": t_load,
+        "plain": plain,
+        "ola_fwd": best("ola", 0),
+        "ola_all": best("ola"),
+        "extract": best("extract"),
         "tokenise": min(tok_s),
-        "r_fwd": best("ola", 0) / plain, "r_all": best("ola") / plain, "r_extract": best("extract") / plain,
+        "r_fwd": best("ola", 0) / plain,
+        "r_all": best("ola") / plain,
+        "r_extract": best("extract") / plain,
         "r_tok": min(tok_s) / plain,
-        "m_all": rep_ratio("ola"), "m_extract": rep_ratio("extract"),
+        "m_all": rep_ratio("ola"),
+        "m_extract": rep_ratio("extract"),
         "r_default": best("default") / plain if default else None,
         "plain_kw": plain_kw,
     }
-    del lm, model
+    lm = model = None  # release the model before the next one loads
     return out
 
 
@@ -162,41 +189,63 @@ def main() -> None:
     ap.add_argument("--orders", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--layers", type=int, nargs="*", default=[0, -1], help="layer baselines kept (extract_ola default)")
     ap.add_argument("--no-rollout", action="store_true", help="orders only: no rollout, no layer baselines")
-    ap.add_argument("--default-call", action="store_true",
-                    help="causal LMs: also time model(**inputs) with its defaults (KV cache, full LM head)")
+    ap.add_argument(
+        "--default-call",
+        action="store_true",
+        help="causal LMs: also time model(**inputs) with its defaults (KV cache, full LM head)",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch default)")
     args = ap.parse_args()
     quiet()
     set_threads(args.threads)
     sentences = ewt_sentences(args.sentences)
-    what = f"orders {min(args.orders)}..{max(args.orders)}" + ("" if args.no_rollout else f" + rollout + layers {args.layers}")
+    what = f"orders {min(args.orders)}..{max(args.orders)}" + (
+        "" if args.no_rollout else f" + rollout + layers {args.layers}"
+    )
     print(machine_line())
-    print(f"{len(sentences)} EWT dev sentences, batch {args.batch_size} (length-bucketed), {what}, "
-          f"{args.repeats} interleaved repeats, float32", flush=True)
+    print(
+        f"{len(sentences)} EWT dev sentences, batch {args.batch_size} (length-bucketed), {what}, "
+        f"{args.repeats} interleaved repeats, float32",
+        flush=True,
+    )
     rows = []
     for name in args.models:
         rows.append(bench_model(name, sentences, args))
     n = len(sentences)
     print()
-    print("Throughput (seconds per pass over all sentences, each batch's fastest repeat summed; sentences/s in brackets)")
-    print(f"{'model':<14} {'N':>3} {'path':<9} {'tokens':>6} {'padded':>6} {'plain s':>14} {'OLA fwd s':>14} "
-          f"{'OLA fwd+post s':>15} {'extract_ola s':>15} {'tokenise s':>10}")
+    print(
+        "Throughput (seconds per pass over all sentences, each batch's fastest repeat summed; sentences/s in brackets)"
+    )
+    print(
+        f"{'model':<14} {'N':>3} {'path':<9} {'tokens':>6} {'padded':>6} {'plain s':>14} {'OLA fwd s':>14} "
+        f"{'OLA fwd+post s':>15} {'extract_ola s':>15} {'tokenise s':>10}"
+    )
     for r in rows:
+
         def c(t, w=14):
             return f"{t:7.2f} ({n / t:4.0f})".rjust(w)
-        print(f"{r['name']:<14} {r['layers']:>3} {r['path']:<9} {r['tokens']:>6} {r['padded']:>6} {c(r['plain'])} "
-              f"{c(r['ola_fwd'])} {c(r['ola_all'], 15)} {c(r['extract'], 15)} {r['tokenise']:>10.3f}")
+
+        print(
+            f"{r['name']:<14} {r['layers']:>3} {r['path']:<9} {r['tokens']:>6} {r['padded']:>6} {c(r['plain'])} "
+            f"{c(r['ola_fwd'])} {c(r['ola_all'], 15)} {c(r['extract'], 15)} {r['tokenise']:>10.3f}"
+        )
     print()
-    print("Overhead vs plain forward, t/t_plain - 1 (target <= +15%); 'median' columns: median over repeats of the "
-          "per-repeat ratio")
-    print(f"{'model':<14} {'OLA fwd':>8} {'OLA fwd+post':>12} {'(median)':>9} {'extract_ola':>11} {'(median)':>9} "
-          f"{'tokenise':>9} {'default call/plain':>18}  plain call arguments")
+    print(
+        "Overhead vs plain forward, t/t_plain - 1 (target <= +15%); 'median' columns: median over repeats of the "
+        "per-repeat ratio"
+    )
+    print(
+        f"{'model':<14} {'OLA fwd':>8} {'OLA fwd+post':>12} {'(median)':>9} {'extract_ola':>11} {'(median)':>9} "
+        f"{'tokenise':>9} {'default call/plain':>18}  plain call arguments"
+    )
     for r in rows:
         dflt = f"{r['r_default']:>17.2f}x" if r["r_default"] is not None else f"{'-':>18}"
         kw = ", ".join(f"{k}={v}" for k, v in r["plain_kw"].items()) or "-"
-        print(f"{r['name']:<14} {pct(r['r_fwd']):>8} {pct(r['r_all']):>12} {pct(r['m_all']):>9} "
-              f"{pct(r['r_extract']):>11} {pct(r['m_extract']):>9} {100 * r['r_tok']:>8.1f}% {dflt}  {kw}")
+        print(
+            f"{r['name']:<14} {pct(r['r_fwd']):>8} {pct(r['r_all']):>12} {pct(r['m_all']):>9} "
+            f"{pct(r['r_extract']):>11} {pct(r['m_extract']):>9} {100 * r['r_tok']:>8.1f}% {dflt}  {kw}"
+        )
 
 
 if __name__ == "__main__":

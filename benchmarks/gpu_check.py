@@ -46,7 +46,10 @@ def main() -> int:
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     ok = True
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0) if dev.type == 'cuda' else 'CPU (dry run)'}", flush=True)
+    print(
+        f"torch {torch.__version__}, {torch.cuda.get_device_name(0) if dev.type == 'cuda' else 'CPU (dry run)'}",
+        flush=True,
+    )
 
     # 1. recurrence vs enumeration on the GPU (float64)
     g = torch.Generator(device=dev).manual_seed(0)
@@ -60,12 +63,25 @@ def main() -> int:
 
     # 2. Llama-3.1-8B-sized random model, bf16
     cfg = LlamaConfig(
-        hidden_size=4096, intermediate_size=14336, num_hidden_layers=args.layers, num_attention_heads=32,
-        num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=args.layers,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=128256,
+        max_position_embeddings=8192,
+        rope_theta=500000.0,
     )
     if args.tiny:
-        cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=args.layers, num_attention_heads=4,
-                          num_key_value_heads=2, vocab_size=1000, max_position_embeddings=1024)
+        cfg = LlamaConfig(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=args.layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=1000,
+            max_position_embeddings=1024,
+        )
     cfg._attn_implementation = "eager"
     t0 = time.time()
     torch.manual_seed(0)
@@ -106,18 +122,26 @@ def main() -> int:
             peak_ola = mem() - base_mem
             acc = cap.forward(**x, use_cache=False, logits_to_keep=1)
             batched = {k: acc.ola(k) for k in (1, 2, 3)}
-            alone = cap.forward(input_ids=ids[1:2, : t // 2], attention_mask=mask[1:2, : t // 2], use_cache=False, logits_to_keep=1)
+            alone = cap.forward(
+                input_ids=ids[1:2, : t // 2], attention_mask=mask[1:2, : t // 2], use_cache=False, logits_to_keep=1
+            )
             first = cap.forward(input_ids=ids[:1], attention_mask=mask[:1], use_cache=False, logits_to_keep=1)
-        print(f"plain eager forward: {b / t_plain:.2f} seq/s ({b * t / t_plain:.0f} tok/s), peak activations {peak_plain / 2**30:.2f} GiB")
-        print(f"forward + OLA orders 1-3 + rollout: {b / t_ola:.2f} seq/s ({b * t / t_ola:.0f} tok/s), peak activations {peak_ola / 2**30:.2f} GiB")
+        print(
+            f"plain eager forward: {b / t_plain:.2f} seq/s ({b * t / t_plain:.0f} tok/s), peak activations {peak_plain / 2**30:.2f} GiB"
+        )
+        print(
+            f"forward + OLA orders 1-3 + rollout: {b / t_ola:.2f} seq/s ({b * t / t_ola:.0f} tok/s), peak activations {peak_ola / 2**30:.2f} GiB"
+        )
         print(f"OLA overhead: {t_ola / t_plain - 1:+.1%} time")
         h = t // 2
         for k in (1, 2, 3):
             d_pad = (batched[k][1, :h, :h] - alone.ola(k)[0]).abs().max().item()
             d_full = (batched[k][0] - first.ola(k)[0]).abs().max().item()
             rows = batched[k][0].sum(-1)
-            print(f"order {k}: batch vs alone max abs diff {max(d_pad, d_full):.2e} (padded seq {d_pad:.2e}); "
-                  f"row sums in [{rows.min().item():.6f}, {rows.max().item():.6f}]; upper triangle max {torch.triu(batched[k][0], 1).abs().max().item():.1e}")
+            print(
+                f"order {k}: batch vs alone max abs diff {max(d_pad, d_full):.2e} (padded seq {d_pad:.2e}); "
+                f"row sums in [{rows.min().item():.6f}, {rows.max().item():.6f}]; upper triangle max {torch.triu(batched[k][0], 1).abs().max().item():.1e}"
+            )
             ok &= max(d_pad, d_full) <= 2e-3 and (rows - 1).abs().max().item() <= 1e-4
             ok &= torch.triu(batched[k][0], 1).abs().max().item() == 0.0
 

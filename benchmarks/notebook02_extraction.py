@@ -30,9 +30,8 @@ import argparse
 import inspect
 import tempfile
 
-from common import machine_line, median, quiet, rotated, set_threads, timed
-
 import torch  # noqa: E402  (after common, which fixes sys.path)
+from common import machine_line, median, quiet, rotated, set_threads, timed
 
 from olas_utils.align import tokenize_words  # noqa: E402
 from olas_utils.data.corpus import build_chunks  # noqa: E402
@@ -54,8 +53,7 @@ def bench(name: str, chunks, args) -> dict:
     params = inspect.signature(model.forward).parameters
     lean = {k: v for k, v in (("use_cache", False), ("logits_to_keep", 1)) if k in params}
     orders = list(orders_for(name, (1, 2, 3), lm.num_layers))  # splade-tiny has 2 layers: no order 3
-    kw = dict(orders=orders, baselines=("rollout", "layer:0", "layer:-1"), batch_size=args.batch_size,
-              progress=False)
+    kw = dict(orders=orders, baselines=("rollout", "layer:0", "layer:-1"), batch_size=args.batch_size, progress=False)
 
     def plain():
         with torch.no_grad():
@@ -74,9 +72,17 @@ def bench(name: str, chunks, args) -> dict:
 
     def with_controls():
         with tempfile.TemporaryDirectory() as d:
-            crosslm.extract_images([name], chunks, orders=[1, 2, 3], baselines=["rollout", "layer:0", "layer:-1"],
-                                   protocols=PROTOCOLS, controls=CONTROLS, batch_size=args.batch_size,
-                                   progress=False, cache_dir=d)
+            crosslm.extract_images(
+                [name],
+                chunks,
+                orders=[1, 2, 3],
+                baselines=["rollout", "layer:0", "layer:-1"],
+                protocols=PROTOCOLS,
+                controls=CONTROLS,
+                batch_size=args.batch_size,
+                progress=False,
+                cache_dir=d,
+            )
 
     variants = {"plain": plain, "one pass": one_pass, "per protocol": per_protocol, "with controls": with_controls}
     plain()  # warm-up
@@ -89,7 +95,7 @@ def bench(name: str, chunks, args) -> dict:
     for v in variants:
         out[v] = min(t[v])
         out[f"r {v}"] = median([t[v][r] / t["plain"][r] for r in range(args.repeats)])
-    del lm, model
+    lm = model = None  # release the model before the next one loads
     return out
 
 
@@ -105,16 +111,22 @@ def main() -> None:
     threads = set_threads(args.threads)
     chunks = build_chunks(n_chunks=args.chunks, seed=0)
     print(machine_line())
-    print(f"{args.chunks} chunks of 50 words, batch {args.batch_size}, {args.repeats} repeats, orders 1-3 + rollout "
-          f"+ first/last layer, protocols {PROTOCOLS}")
+    print(
+        f"{args.chunks} chunks of 50 words, batch {args.batch_size}, {args.repeats} repeats, orders 1-3 + rollout "
+        f"+ first/last layer, protocols {PROTOCOLS}, {threads} thread(s)"
+    )
     rows = [bench(m, chunks, args) for m in args.models]
     print()
-    print("| model | tokens | plain s | one pass s (× plain) | per protocol s (× plain) | with 3 controls s (× plain) |")
+    print(
+        "| model | tokens | plain s | one pass s (× plain) | per protocol s (× plain) | with 3 controls s (× plain) |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['name']} | {r['tokens']} | {r['plain']:.1f} | {r['one pass']:.1f} ({r['r one pass']:.2f}×) | "
-              f"{r['per protocol']:.1f} ({r['r per protocol']:.2f}×) | {r['with controls']:.1f} "
-              f"({r['r with controls']:.2f}×) |")
+        print(
+            f"| {r['name']} | {r['tokens']} | {r['plain']:.1f} | {r['one pass']:.1f} ({r['r one pass']:.2f}×) | "
+            f"{r['per protocol']:.1f} ({r['r per protocol']:.2f}×) | {r['with controls']:.1f} "
+            f"({r['r with controls']:.2f}×) |"
+        )
 
 
 if __name__ == "__main__":

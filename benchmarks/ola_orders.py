@@ -51,12 +51,16 @@ def main() -> None:
     ap.add_argument("--orders", type=int, nargs="+", default=[1, 2, 3, 4])
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is the stable choice on a busy 2-core machine)")
+    ap.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1 is the stable choice on a busy 2-core machine)"
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, T={args.tokens}, float32, batch 1")
-    print(f"{'N':>3} {'K':>2} {'products':>9} {'enumeration s':>14} {'recurrence s':>13} {'speed-up':>9} {'max abs diff':>13}")
+    print(
+        f"{'N':>3} {'K':>2} {'products':>9} {'enumeration s':>14} {'recurrence s':>13} {'speed-up':>9} {'max abs diff':>13}"
+    )
     for n in args.layers:
         a = torch.rand(n, 1, args.tokens, args.tokens) ** 3
         a = a / a.sum(-1, keepdim=True)
@@ -73,7 +77,10 @@ def main() -> None:
                 t_enum = min(t_enum, best_time(lambda: enumerate_orders(a, k), 1))
                 t_rec = min(t_rec, best_time(lambda: ola_from_layers(a, range(1, k + 1)), 5))
             n_prod = sum(comb(n, j) for j in range(1, k + 1))
-            print(f"{n:>3} {k:>2} {n_prod:>9} {t_enum:>14.4f} {t_rec:>13.5f} {t_enum / t_rec:>8.0f}x {diff:>13.2e}", flush=True)
+            print(
+                f"{n:>3} {k:>2} {n_prod:>9} {t_enum:>14.4f} {t_rec:>13.5f} {t_enum / t_rec:>8.0f}x {diff:>13.2e}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

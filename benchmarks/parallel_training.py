@@ -18,9 +18,8 @@ import argparse
 import tempfile
 import time
 
-from common import machine_line, median, quiet
-
 import torch  # noqa: E402
+from common import machine_line, median, quiet
 
 
 def main() -> None:
@@ -42,12 +41,16 @@ def main() -> None:
     train = load_task("dependency", "train", n=args.sentences, min_words=3, max_words=30, seed=0)
     x = MapStore(ModelPool(seed=0), level="word", orders=(1,), progress=False).examples("minilm-l6", train, ["ola:1"])
     print(machine_line(), f"| {torch.get_num_threads()} threads in the parent")
-    print(f"{len(x)} EWT sentences, minilm-l6 ola:1, adapter 'small', 1 epoch per run, {args.runs} runs per round, "
-          f"{args.workers} workers")
+    print(
+        f"{len(x)} EWT sentences, minilm-l6 ola:1, adapter 'small', 1 epoch per run, {args.runs} runs per round, "
+        f"{args.workers} workers"
+    )
 
     def jobs(folder):
-        return {s: adapter_job((x, train), None, cfg, seed=s, checkpoint_dir=folder, desc=f"seed {s}")
-                for s in range(args.runs)}
+        return {
+            s: adapter_job((x, train), None, cfg, seed=s, checkpoint_dir=folder, desc=f"seed {s}")
+            for s in range(args.runs)
+        }
 
     times: dict[str, list[float]] = {"one after the other": [], "side by side": []}
     for r in range(args.rounds):
@@ -61,14 +64,22 @@ def main() -> None:
                 else:
                     got[way] = {k: fit_adapter(**j, progress=False) for k, j in jobs(d).items()}
                 times[way].append(time.perf_counter() - t)
-        diff = max(float((a - b).abs().max()) for k in got["side by side"] for a, b in
-                   zip(got["side by side"][k][0].state_dict().values(),
-                       got["one after the other"][k][0].state_dict().values()))
-        print(f"round {r + 1}: " + ", ".join(f"{w} {times[w][-1]:.1f} s" for w in order)
-              + f"; largest weight difference {diff:.2e}")
+        diff = max(
+            float((a - b).abs().max())
+            for k in got["side by side"]
+            for a, b in zip(
+                got["side by side"][k][0].state_dict().values(), got["one after the other"][k][0].state_dict().values()
+            )
+        )
+        print(
+            f"round {r + 1}: "
+            + ", ".join(f"{w} {times[w][-1]:.1f} s" for w in order)
+            + f"; largest weight difference {diff:.2e}"
+        )
     seq, par = median(times["one after the other"]), median(times["side by side"])
-    print(f"median per round: one after the other {seq:.1f} s, side by side {par:.1f} s: "
-          f"{seq / par:.2f}x the throughput")
+    print(
+        f"median per round: one after the other {seq:.1f} s, side by side {par:.1f} s: {seq / par:.2f}x the throughput"
+    )
 
 
 if __name__ == "__main__":

@@ -55,14 +55,20 @@ def main() -> None:
     ap.add_argument("--slice", type=int, default=8, help="queries timed with the per-pair loop (even)")
     ap.add_argument("--mix", type=float, default=0.9, help="share of unrelated maps in the second model's images")
     ap.add_argument("--margin", type=float, default=1e-4, help="pairs this close to their true pair are rechecked")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads for both (0: torch's default; 1 is "
-                    "fastest on a busy 2-core box)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads for both (0: torch's default; 1 is fastest on a busy 2-core box)",
+    )
     args = ap.parse_args()
     threads = set_threads(args.threads)
     n, sl = args.n, args.slice
     q, k = ola_like(n, args.size, seed=0, mix=args.mix)
     qt, kt = torch.from_numpy(q), torch.from_numpy(k)
-    print(f"torch {torch.__version__}, {threads} thread(s), {n} x {n} images of {args.size}x{args.size}, mix {args.mix}")
+    print(
+        f"torch {torch.__version__}, {threads} thread(s), {n} x {n} images of {args.size}x{args.size}, mix {args.mix}"
+    )
     ssim_matrix(q[:8], k[:8])  # warm-up of both
     per_pair(qt, kt, [(0, 0)] * 20)
 
@@ -84,8 +90,10 @@ def main() -> None:
     diff = np.abs(part - ref).max()
     same_slice = bool((true_match_ranks(part) == true_match_ranks(ref)).all())
     print(f"batched ssim_matrix, all {n * n:,} pairs: {t_batched:8.1f} s")
-    print(f"torchmetrics per pair, {sl} x {n} pairs: {t_slice:8.1f} s ({t_slice / (sl * n) * 1e3:.2f} ms/call) "
-          f"-> {t_loop:,.0f} s for all (scaled)")
+    print(
+        f"torchmetrics per pair, {sl} x {n} pairs: {t_slice:8.1f} s ({t_slice / (sl * n) * 1e3:.2f} ms/call) "
+        f"-> {t_loop:,.0f} s for all (scaled)"
+    )
     print(f"speed-up: {t_loop / t_batched:,.0f}x")
     print(f"max abs diff on the timed slice: {diff:.2e}; same true-match ranks on the slice: {same_slice}")
 
@@ -99,16 +107,20 @@ def main() -> None:
     t_check = time.perf_counter() - t0
     tm_true = tm[:n]
     ranks_tm = ((s >= true[:, None] + args.margin).sum(1)).astype(np.int64)  # clearly above
-    for (i, j), v in zip(pairs[n:], tm[n:]):
+    for (i, _j), v in zip(pairs[n:], tm[n:]):
         ranks_tm[i] += v >= tm_true[i]
     ranks_b = true_match_ranks(s)
-    print(f"all {n} queries: torchmetrics on the {n} true pairs (max abs diff {np.abs(true - tm_true).max():.2e}) and "
-          f"the {len(pairs) - n} pairs within {args.margin:g} of them ({t_check:.1f} s); same true-match ranks: "
-          f"{bool((ranks_b == ranks_tm).all())}")
+    print(
+        f"all {n} queries: torchmetrics on the {n} true pairs (max abs diff {np.abs(true - tm_true).max():.2e}) and "
+        f"the {len(pairs) - n} pairs within {args.margin:g} of them ({t_check:.1f} s); same true-match ranks: "
+        f"{bool((ranks_b == ranks_tm).all())}"
+    )
     for kk in (1, 5):
-        print(f"Hit@{kk}: slice batched {np.mean(ranks_b[:sl] < kk):.3f} vs per pair "
-              f"{np.mean(true_match_ranks(ref) < kk):.3f}; all {n} queries batched {np.mean(ranks_b < kk):.3f} "
-              f"vs torchmetrics {np.mean(ranks_tm < kk):.3f}")
+        print(
+            f"Hit@{kk}: slice batched {np.mean(ranks_b[:sl] < kk):.3f} vs per pair "
+            f"{np.mean(true_match_ranks(ref) < kk):.3f}; all {n} queries batched {np.mean(ranks_b < kk):.3f} "
+            f"vs torchmetrics {np.mean(ranks_tm < kk):.3f}"
+        )
 
 
 if __name__ == "__main__":

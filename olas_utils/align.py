@@ -70,9 +70,7 @@ class TokenizedBatch:
 
 def _validate_words(words: Sequence[str], index: int) -> list[str]:
     if isinstance(words, str):
-        raise TypeError(
-            f"sentence {index} is a string; pass a list of words (e.g. text.split()), not raw text"
-        )
+        raise TypeError(f"sentence {index} is a string; pass a list of words (e.g. text.split()), not raw text")
     words = list(words)
     if not words:
         raise ValueError(f"sentence {index} has no words; remove empty sentences before extraction")
@@ -80,9 +78,7 @@ def _validate_words(words: Sequence[str], index: int) -> list[str]:
         if not isinstance(w, str):
             raise TypeError(f"sentence {index}, word {j} is {type(w).__name__}, not str")
         if not w.strip():
-            raise ValueError(
-                f"sentence {index}, word {j} is empty or whitespace ({w!r}); drop it from the word list"
-            )
+            raise ValueError(f"sentence {index}, word {j} is empty or whitespace ({w!r}); drop it from the word list")
     return words
 
 
@@ -333,7 +329,8 @@ def pool_to_words(
             raise ValueError(
                 "pooling='neutral' divides by the map uniform attention gives for the same key: pass "
                 "reference=olas_utils.uniform.uniform_reference(key, T, causal=..., num_layers=...), or use "
-                "OLAMaps.to_words(), which does it; pooling='clark' needs no reference")
+                "OLAMaps.to_words(), which does it; pooling='clark' needs no reference"
+            )
         if reference.shape[-1] != t or reference.shape[-2] != t:
             raise ValueError(f"reference is {tuple(reference.shape)}, the maps have {t} tokens")
     is_word = word_ids >= 0

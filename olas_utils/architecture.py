@@ -25,9 +25,21 @@ from typing import Any
 
 import torch
 
-__all__ = ["HookSpec", "HOOK_SPECS", "UNSUPPORTED_ATTENTION", "num_attention_layers", "is_causal_config",
-           "attention_windows", "is_causal_model", "declared_bidirectional", "capture_path", "check_model",
-           "check_tokenizer", "attention_configs", "missing_eager_attention"]
+__all__ = [
+    "HookSpec",
+    "HOOK_SPECS",
+    "UNSUPPORTED_ATTENTION",
+    "num_attention_layers",
+    "is_causal_config",
+    "attention_windows",
+    "is_causal_model",
+    "declared_bidirectional",
+    "capture_path",
+    "check_model",
+    "check_tokenizer",
+    "attention_configs",
+    "missing_eager_attention",
+]
 
 
 @dataclass(frozen=True)
@@ -54,17 +66,31 @@ HOOK_SPECS: dict[str, HookSpec] = {
 #: ``model_type`` → (config attribute and value that make it unsupported, or None for
 #: always; why OLA is not defined for it). Data, read by :func:`check_model`.
 UNSUPPORTED_ATTENTION: dict[str, tuple[tuple[str, Any] | None, str]] = {
-    "longformer": (None, "its attention is local (a sliding window per token, plus a few global tokens) and is "
-                         "returned per window, not as a T×T map over the input"),
-    "big_bird": (("attention_type", "block_sparse"),
-                 "its block-sparse attention (window, random and global blocks) never forms a T×T map; load it "
-                 "with attention_type='original_full' to get full attention"),
-    "funnel": (None, "it pools the sequence between blocks, so later layers attend over fewer positions than "
-                     "there are tokens and the layers' maps cannot be multiplied"),
-    "canine": (None, "it downsamples characters before its deep transformer stack, so most layers attend over "
-                     "downsampled positions, not over the input"),
-    "xlnet": (None, "its two-stream relative attention with permutation masks (and memory) is not one T×T map "
-                    "over the input in a fixed order"),
+    "longformer": (
+        None,
+        "its attention is local (a sliding window per token, plus a few global tokens) and is "
+        "returned per window, not as a T×T map over the input",
+    ),
+    "big_bird": (
+        ("attention_type", "block_sparse"),
+        "its block-sparse attention (window, random and global blocks) never forms a T×T map; load it "
+        "with attention_type='original_full' to get full attention",
+    ),
+    "funnel": (
+        None,
+        "it pools the sequence between blocks, so later layers attend over fewer positions than "
+        "there are tokens and the layers' maps cannot be multiplied",
+    ),
+    "canine": (
+        None,
+        "it downsamples characters before its deep transformer stack, so most layers attend over "
+        "downsampled positions, not over the input",
+    ),
+    "xlnet": (
+        None,
+        "its two-stream relative attention with permutation masks (and memory) is not one T×T map "
+        "over the input in a fixed order",
+    ),
     "reformer": (None, "its LSH (hashed, chunked) attention is not a T×T map over the input"),
     "transfo-xl": (None, "its attention also runs over a memory of earlier segments, not only over the input"),
 }
@@ -109,7 +135,7 @@ def declared_bidirectional(config) -> str | None:
         ``ForMaskedLM``, ``Bidirectional``, ``Encoder``), else None.
     """
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    for c in ([config] if text is config else [config, text]):
+    for c in [config] if text is config else [config, text]:
         if getattr(c, "use_bidirectional_attention", None) is True:
             return "use_bidirectional_attention=True"
         if getattr(c, "is_causal", None) is False:
@@ -144,7 +170,8 @@ def is_causal_config(config) -> bool:
     if getattr(config, "is_encoder_decoder", False):
         raise ValueError(
             f"{getattr(config, 'model_type', type(config).__name__)!r} is an encoder-decoder model; "
-            f"OLAS supports encoder-only and decoder-only transformers.")
+            f"OLAS supports encoder-only and decoder-only transformers."
+        )
     if declared_bidirectional(config):
         return False
     if getattr(config, "is_decoder", False):
@@ -160,8 +187,7 @@ def is_causal_config(config) -> bool:
     mt = getattr(config, "model_type", None)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     types = {mt, getattr(text, "model_type", None)} - {None}
-    return any(t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and t not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
-               for t in types)
+    return any(t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and t not in MODEL_FOR_MASKED_LM_MAPPING_NAMES for t in types)
 
 
 def is_causal_model(model: torch.nn.Module) -> bool:
@@ -224,8 +250,10 @@ def attention_windows(config, *, causal: bool) -> tuple[int | None, ...]:
         raise ValueError(f"config.layer_types has {len(types)} entries for {n} layers")
     unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
     if unknown:
-        raise ValueError(f"layer types {unknown} are neither full nor sliding-window attention: OLAS cannot tell "
-                         "which positions each query sees (needed by the uniform control and neutral pooling)")
+        raise ValueError(
+            f"layer types {unknown} are neither full nor sliding-window attention: OLAS cannot tell "
+            "which positions each query sees (needed by the uniform control and neutral pooling)"
+        )
     if "sliding_attention" not in types:
         return (None,) * len(types)
     if isinstance(sw, bool) or not isinstance(sw, int) or sw < 1:
@@ -302,9 +330,12 @@ def check_model(model: Any) -> None:
             raise ValueError(
                 f"{type(model).__name__} (model_type {mt!r}) is not supported: OLA is not defined for it because "
                 f"{why}. OLAS needs every layer's self-attention as one T×T map over the input tokens "
-                "(encoder-only or decoder-only transformers such as BERT, MPNet, Llama, Qwen2, Gemma 3)")
+                "(encoder-only or decoder-only transformers such as BERT, MPNet, Llama, Qwen2, Gemma 3)"
+            )
     num_attention_layers(model)
-    if capture_path(model) == "output_attentions" and not any("attention" in type(m).__name__.lower() for m in model.modules()):
+    if capture_path(model) == "output_attentions" and not any(
+        "attention" in type(m).__name__.lower() for m in model.modules()
+    ):
         raise ValueError(
             f"{type(model).__name__} has no self-attention layers OLAS can read: no submodule is an attention "
             "module, it does not use the attention interface and has no hook spec in "
@@ -345,7 +376,8 @@ def check_tokenizer(model: torch.nn.Module, tokenizer, input_ids: torch.Tensor |
         raise ValueError(
             f"the tokenizer {tname} {what} but the model {mname} has an embedding table of {rows} rows: they do not "
             "belong together (ids would index outside the table or mean other tokens). Pass the model's own "
-            "tokenizer, e.g. load_model(name).tokenizer or AutoTokenizer.from_pretrained(<the model's folder>)")
+            "tokenizer, e.g. load_model(name).tokenizer or AutoTokenizer.from_pretrained(<the model's folder>)"
+        )
 
 
 def attention_configs(model: torch.nn.Module) -> list:
@@ -368,6 +400,10 @@ def missing_eager_attention(model: torch.nn.Module) -> list[str]:
     bad = []
     for name in dict.fromkeys(type(m).__module__ for m in model.modules()):
         pymod = sys.modules.get(name)
-        if pymod is not None and hasattr(pymod, "ALL_ATTENTION_FUNCTIONS") and not hasattr(pymod, "eager_attention_forward"):
+        if (
+            pymod is not None
+            and hasattr(pymod, "ALL_ATTENTION_FUNCTIONS")
+            and not hasattr(pymod, "eager_attention_forward")
+        ):
             bad.append(name)
     return bad

@@ -39,8 +39,9 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: str | os.PathLike, write: Callable[[IO[bytes]], Any], *, what: str = "file",
-                 mkdir: bool = True) -> Path:
+def write_atomic(
+    path: str | os.PathLike, write: Callable[[IO[bytes]], Any], *, what: str = "file", mkdir: bool = True
+) -> Path:
     """Call ``write(fh)`` on a binary file handle of a temporary file beside ``path``, fsync
     it, then rename it onto ``path``.
 
@@ -96,8 +97,9 @@ def write_text_atomic(path: str | os.PathLike, text: str, *, what: str = "file")
     return write_atomic(path, lambda fh: fh.write(text.encode("utf-8")), what=what)
 
 
-def write_json_atomic(path: str | os.PathLike, obj: Any, *, what: str = "JSON file", indent: int | None = 1,
-                      sort_keys: bool = True) -> Path:
+def write_json_atomic(
+    path: str | os.PathLike, obj: Any, *, what: str = "JSON file", indent: int | None = 1, sort_keys: bool = True
+) -> Path:
     """Write ``obj`` as JSON (UTF-8 kept, a final newline; keys sorted unless ``sort_keys`` is
     False, e.g. to keep a marker's reading order) to ``path`` atomically.
 

@@ -51,8 +51,18 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Augmentation", "MODES", "PAPER_CLASSIFIER", "PAPER_ADAPTER", "PAPER_ADAPTER_AUGMENTED", "NO_AUGMENTATION",
-           "highlight_sink_columns", "add_gaussian_noise", "apply_temperature", "augment_batch"]
+__all__ = [
+    "Augmentation",
+    "MODES",
+    "PAPER_CLASSIFIER",
+    "PAPER_ADAPTER",
+    "PAPER_ADAPTER_AUGMENTED",
+    "NO_AUGMENTATION",
+    "highlight_sink_columns",
+    "add_gaussian_noise",
+    "apply_temperature",
+    "augment_batch",
+]
 
 #: The draw orders :class:`Augmentation` knows (module doc, "Two modes").
 MODES = ("classifier", "adapter")
@@ -180,8 +190,9 @@ def add_gaussian_noise(
     return image + noise.to(image.device) * (std_ratio * std)
 
 
-def apply_temperature(image: torch.Tensor, generator: torch.Generator, *, low: float = 0.5,
-                      high: float = 2.0) -> torch.Tensor:
+def apply_temperature(
+    image: torch.Tensor, generator: torch.Generator, *, low: float = 0.5, high: float = 2.0
+) -> torch.Tensor:
     """Sharpen or flatten every row: ``τ ~ U(low, high)`` drawn once per image, each
     non-negative entry raised to ``1/τ`` and each row rescaled to its original sum (so a
     row-normalised map stays row-normalised; ``τ < 1`` sharpens, ``τ > 1`` flattens, as a
@@ -233,8 +244,9 @@ def _classifier_order(x: torch.Tensor, generator: torch.Generator, aug: Augmenta
     do_noise = torch.rand(b, generator=generator) < aug.noise_p
     for i in range(b):
         if do_sink[i]:
-            out[i], _ = highlight_sink_columns(out[i], generator, min_columns=aug.min_columns,
-                                               max_columns=aug.max_columns)
+            out[i], _ = highlight_sink_columns(
+                out[i], generator, min_columns=aug.min_columns, max_columns=aug.max_columns
+            )
         if do_noise[i]:
             out[i] = add_gaussian_noise(out[i], generator, std_ratio=aug.noise_std_ratio, reference=x[i])
     return out
@@ -248,8 +260,9 @@ def _adapter_order(images: torch.Tensor, gen: torch.Generator, aug: Augmentation
             if aug.temperature_p > 0 and float(torch.rand(1, generator=gen)) < aug.temperature_p:
                 images[i] = apply_temperature(images[i].clamp_min(0), gen)
             if aug.sink_p > 0 and images.shape[-1] >= 2 and float(torch.rand(1, generator=gen)) < aug.sink_p:
-                images[i] = highlight_sink_columns(images[i], gen, min_columns=aug.min_columns,
-                                                   max_columns=aug.max_columns)[0]
+                images[i] = highlight_sink_columns(
+                    images[i], gen, min_columns=aug.min_columns, max_columns=aug.max_columns
+                )[0]
     if aug.noise_p <= 0 or aug.noise_std_ratio <= 0:
         return images
     pick = torch.rand(b, generator=gen) < aug.noise_p

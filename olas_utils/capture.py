@@ -51,7 +51,12 @@ from typing import Any, Callable, Sequence
 import torch
 
 from olas_utils.architecture import (
-    HOOK_SPECS, attention_configs, capture_path, check_model, missing_eager_attention, num_attention_layers,
+    HOOK_SPECS,
+    attention_configs,
+    capture_path,
+    check_model,
+    missing_eager_attention,
+    num_attention_layers,
 )
 from olas_utils.ola import OrderAccumulator, check_orders
 
@@ -100,7 +105,8 @@ class _ForwardState:
             raise ValueError(
                 f"{type(module).__name__} returned attention of shape {tuple(weights.shape)}, not (batch, head, {t}, "
                 f"{t}) over the {t} input tokens: OLA is not defined for this architecture (it needs every layer's "
-                "attention as one T×T map over the input)")
+                "attention as one T×T map over the input)"
+            )
         self.calls.append(id(module))
         a = head_average(weights, self.valid)
         if a.shape[-1] >= 2 and not self.upper:
@@ -167,7 +173,10 @@ def _warn_switch(name: str, impl: Any, to: str) -> None:
     warnings.warn(
         f"{name} uses attn_implementation={impl!r}, which returns no attention weights; OLAS switched it to {to} "
         f"for this extraction and restores {impl!r} afterwards. Load the model with attn_implementation='eager' "
-        "to silence this warning.", UserWarning, stacklevel=4)
+        "to silence this warning.",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 class AttentionCapture:
@@ -240,8 +249,9 @@ class AttentionCapture:
         try:
             impl = getattr(self.model.config, "_attn_implementation", None)
             self._previous_impl = impl
-            self._saved_impls = [(c, getattr(c, "_attn_implementation_internal", None))
-                                 for c in attention_configs(self.model)]
+            self._saved_impls = [
+                (c, getattr(c, "_attn_implementation_internal", None)) for c in attention_configs(self.model)
+            ]
             try:
                 self._switch(impl)
             except BaseException:
@@ -266,8 +276,9 @@ class AttentionCapture:
                     "olas_utils.architecture.HOOK_SPECS."
                 )
             if no_weights:
-                _warn_switch(name, impl, f"its eager-based capture ({CAPTURE_IMPLEMENTATION!r}, the model's own "
-                                         "eager attention)")
+                _warn_switch(
+                    name, impl, f"its eager-based capture ({CAPTURE_IMPLEMENTATION!r}, the model's own eager attention)"
+                )
             _register_interface()
             self.model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
         elif self.path == "hook":

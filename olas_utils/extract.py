@@ -35,11 +35,16 @@ from tqdm.auto import tqdm
 
 from olas_utils.align import POOLINGS, tokenize_words
 from olas_utils.architecture import (
-    attention_windows, check_model, check_tokenizer, declared_bidirectional, is_causal_model, num_attention_layers,
+    attention_windows,
+    check_model,
+    check_tokenizer,
+    declared_bidirectional,
+    is_causal_model,
+    num_attention_layers,
 )
 from olas_utils.capture import AttentionCapture
-from olas_utils.ola import OrderAccumulator, check_orders
 from olas_utils.maps import OLAMaps
+from olas_utils.ola import OrderAccumulator, check_orders
 from olas_utils.uniform import uniform_attention
 from olas_utils.vocabulary import MapKey
 
@@ -67,8 +72,9 @@ def parse_key(key: str, num_layers: int) -> tuple[str, int | None]:
     try:
         k = MapKey.parse(key)
     except ValueError as e:
-        raise ValueError(f"unknown map name {key!r} ({e}): use 'ola:K' (K in 0..{num_layers}), 'rollout' or "
-                         f"'layer:I'") from None
+        raise ValueError(
+            f"unknown map name {key!r} ({e}): use 'ola:K' (K in 0..{num_layers}), 'rollout' or 'layer:I'"
+        ) from None
     if k.method == "ola":
         check_orders([k.index], num_layers)
     k.check(num_layers)
@@ -121,7 +127,8 @@ def _causality_mismatch(model: torch.nn.Module, causal: bool) -> None:
     raise ValueError(
         f"{type(model).__name__} is {'causal' if causal else 'bidirectional'} by its config ({why}) but its attention "
         f"is {seen}; OLAS refuses rather than mislabel it (sinks and symmetrisation depend on it). Fix the config "
-        "(e.g. drop is_causal=False / use_bidirectional_attention) or load the class that honours it")
+        "(e.g. drop is_causal=False / use_bidirectional_attention) or load the class that honours it"
+    )
 
 
 @torch.no_grad()
@@ -209,8 +216,10 @@ def extract_ola(
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
     if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Iterable):
-        raise TypeError(f"sentences must be a list of sentences, each a list of words (e.g. [['The', 'cat']]), "
-                        f"got {type(sentences).__name__}")
+        raise TypeError(
+            f"sentences must be a list of sentences, each a list of words (e.g. [['The', 'cat']]), "
+            f"got {type(sentences).__name__}"
+        )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise TypeError(f"batch_size must be a positive int (sentences per forward pass), got {batch_size!r}")
     if attention not in ATTENTIONS:
@@ -236,17 +245,25 @@ def extract_ola(
     batch_all = tokenize_words(tokenizer, sentences, max_length=max_tokens(model, tokenizer), truncation=truncation)
     check_tokenizer(model, tokenizer, batch_all.input_ids)
     lengths = batch_all.lengths
-    keys = ([str(MapKey.ola(k)) for k in wanted] + ([str(MapKey("rollout"))] if rollout else [])
-            + [str(MapKey.layer(i)) for i in layers])
+    keys = (
+        [str(MapKey.ola(k)) for k in wanted]
+        + ([str(MapKey("rollout"))] if rollout else [])
+        + [str(MapKey.layer(i)) for i in layers]
+    )
     out: dict[str, list] = {k: [None] * len(lengths) for k in keys}
     word_ids = [batch_all.word_ids[i, : lengths[i]].clone() for i in range(len(lengths))]
 
     buckets = length_buckets(lengths, batch_size)
     uniform = attention == "uniform"
-    capture = (contextlib.nullcontext() if uniform
-               else AttentionCapture(model, max_order=max(wanted), rollout=rollout, keep_layers=layer_idx))
+    capture = (
+        contextlib.nullcontext()
+        if uniform
+        else AttentionCapture(model, max_order=max(wanted), rollout=rollout, keep_layers=layer_idx)
+    )
     with capture as cap:
-        for idx in tqdm(buckets, desc=f"OLA {model_name or getattr(model, 'name_or_path', '')}", disable=not progress, unit="batch"):
+        for idx in tqdm(
+            buckets, desc=f"OLA {model_name or getattr(model, 'name_or_path', '')}", disable=not progress, unit="batch"
+        ):
             t = max(lengths[i] for i in idx)
             inputs = {
                 "input_ids": batch_all.input_ids[idx, :t].to(dev),
@@ -254,8 +271,13 @@ def extract_ola(
             }
             if uniform:
                 # float64, like uniform_reference: neutral pooling then gives exactly 1
-                acc = OrderAccumulator(max_order=max(wanted), keep_layers=layer_idx, rollout=rollout,
-                                       num_layers=n_layers, dtype=torch.float64)
+                acc = OrderAccumulator(
+                    max_order=max(wanted),
+                    keep_layers=layer_idx,
+                    rollout=rollout,
+                    num_layers=n_layers,
+                    dtype=torch.float64,
+                )
                 for w in windows:  # each layer's own sliding window (None: full attention)
                     acc.add_layer(uniform_attention(inputs["attention_mask"], causal=causal, window=w).double())
             else:

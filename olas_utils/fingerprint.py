@@ -22,8 +22,19 @@ import re
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable
 
-__all__ = ["canonical_json", "legacy_json", "sha256_text", "sha256_bytes", "sha256_chunks", "sha256_json",
-           "sha256_file", "sha256_stream", "seed_from", "library_versions", "safe_name"]
+__all__ = [
+    "canonical_json",
+    "legacy_json",
+    "sha256_text",
+    "sha256_bytes",
+    "sha256_chunks",
+    "sha256_json",
+    "sha256_file",
+    "sha256_stream",
+    "seed_from",
+    "library_versions",
+    "safe_name",
+]
 
 _CHUNK = 1 << 20
 

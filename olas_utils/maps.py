@@ -122,8 +122,9 @@ class OLAMaps:
             for m, wid, words in zip(per_sentence, self.word_ids, self.words):
                 ref = None
                 if pooling == "neutral":
-                    ref = uniform_reference(key, m.shape[-1], causal=self.is_causal, num_layers=self.num_layers,
-                                            windows=self.windows)
+                    ref = uniform_reference(
+                        key, m.shape[-1], causal=self.is_causal, num_layers=self.num_layers, windows=self.windows
+                    )
                 wm, sp = pool_to_words(m, wid, len(words), pooling=pooling, reference=ref)
                 maps[key].append(wm)
                 special[key].append(sp)
@@ -144,8 +145,9 @@ class OLAMaps:
 
         path = Path(path)
         if path.is_dir():
-            raise IsADirectoryError(f"cannot save OLA maps to {path}: it is a folder; give a file name such as "
-                                    f"{path / 'maps.pt'}")
+            raise IsADirectoryError(
+                f"cannot save OLA maps to {path}: it is a folder; give a file name such as {path / 'maps.pt'}"
+            )
         save_atomic(dataclasses.asdict(self), path, what="OLA maps file")
         return path
 
@@ -169,8 +171,10 @@ class OLAMaps:
         except (FileNotFoundError, PermissionError):
             raise
         except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, ValueError, OSError) as e:
-            raise ValueError(f"{path} is not an OLAS maps file written by OLAMaps.save, or it is damaged "
-                             f"({type(e).__name__}); extract the maps again") from e
+            raise ValueError(
+                f"{path} is not an OLAS maps file written by OLAMaps.save, or it is damaged "
+                f"({type(e).__name__}); extract the maps again"
+            ) from e
         if not isinstance(data, dict) or "maps" not in data or "library_version" not in data:
             raise ValueError(f"{path} is not an OLAS maps file (written by OLAMaps.save)")
         return cls(**data)

@@ -51,8 +51,10 @@ def check_orders(orders: Iterable[int], num_layers: int) -> tuple[int, ...]:
         ValueError: if ``orders`` is empty or an order is not an integer in ``0..N``.
     """
     if isinstance(orders, (int, float, str, bytes)) or not isinstance(orders, Iterable):
-        raise TypeError(f"orders must be a collection of integers, e.g. orders=({orders!r},) or (1, 2, 3), "
-                        f"got {type(orders).__name__} {orders!r}")
+        raise TypeError(
+            f"orders must be a collection of integers, e.g. orders=({orders!r},) or (1, 2, 3), "
+            f"got {type(orders).__name__} {orders!r}"
+        )
     out = sorted(set(orders))
     if not out:
         raise ValueError("orders is empty: ask for at least one order, e.g. orders=(1, 2, 3)")
@@ -180,7 +182,9 @@ class OrderAccumulator:
         return self._rollout
 
 
-def ola_from_layers(attentions: torch.Tensor | Sequence[torch.Tensor], orders: Iterable[int]) -> dict[int, torch.Tensor]:
+def ola_from_layers(
+    attentions: torch.Tensor | Sequence[torch.Tensor], orders: Iterable[int]
+) -> dict[int, torch.Tensor]:
     """OLA of several orders from a stack of per-layer attention maps.
 
     Args:

@@ -72,8 +72,9 @@ def cache_dir(path: str | os.PathLike | None = None) -> Path:
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise type(e)(f"cannot create the OLAS cache folder {p}: {e.strerror or e}. "
-                      f"Set OLAS_CACHE_DIR to a writable folder.") from e
+        raise type(e)(
+            f"cannot create the OLAS cache folder {p}: {e.strerror or e}. Set OLAS_CACHE_DIR to a writable folder."
+        ) from e
     return p
 
 

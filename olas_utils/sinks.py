@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["valid_positions", "outlier_mask", "remove_outliers", "renormalize_rows",
-           "symmetrize_causal", "preprocess"]
+__all__ = ["valid_positions", "outlier_mask", "remove_outliers", "renormalize_rows", "symmetrize_causal", "preprocess"]
 
 
 def valid_positions(t: int, *, causal: bool, length: int | None = None, device=None) -> torch.Tensor:

@@ -83,8 +83,9 @@ def _binding(windows, t: int, num_layers: int) -> tuple[int | None, ...] | None:
 
 
 @lru_cache(maxsize=4096)
-def _reference(key: str, t: int, causal: bool, num_layers: int,
-               windows: tuple[int | None, ...] | None = None) -> torch.Tensor:
+def _reference(
+    key: str, t: int, causal: bool, num_layers: int, windows: tuple[int | None, ...] | None = None
+) -> torch.Tensor:
     from olas_utils.ola import OrderAccumulator
 
     try:
@@ -95,8 +96,7 @@ def _reference(key: str, t: int, causal: bool, num_layers: int,
         u = uniform_attention(torch.ones(1, t), causal=causal).to(torch.float64)
         layers = [u] * num_layers
     else:
-        by_w = {w: uniform_attention(torch.ones(1, t), causal=causal, window=w).to(torch.float64)
-                for w in set(windows)}
+        by_w = {w: uniform_attention(torch.ones(1, t), causal=causal, window=w).to(torch.float64) for w in set(windows)}
         layers = [by_w[w] for w in windows]
     if parsed is not None and parsed.method == "ola":
         k = parsed.order
@@ -121,8 +121,9 @@ def _reference(key: str, t: int, causal: bool, num_layers: int,
     return out[0].to(torch.float32)
 
 
-def uniform_reference(key: str, t: int, *, causal: bool, num_layers: int,
-                      windows: tuple[int | None, ...] | None = None) -> torch.Tensor:
+def uniform_reference(
+    key: str, t: int, *, causal: bool, num_layers: int, windows: tuple[int | None, ...] | None = None
+) -> torch.Tensor:
     """The map ``key`` takes for a T-token sentence when every layer attends uniformly.
 
     ``"ola:k"``: order-k OLA of the N uniform layers (``U^k`` when they are identical; ``U``

@@ -147,16 +147,22 @@ class ControlLabels:
 #: tables, cache keys and seeds: changing one changes results.
 CONTROL_LABELS: dict[Control, ControlLabels] = {
     Control.TRAINED: ControlLabels("none", "ola", "trained model", Control.TRAINED),
-    Control.TOKENIZER_ONLY: ControlLabels("uniform", "tokenizer-only", "tokenizer only (uniform attention)",
-                                          Control.TOKENIZER_ONLY),
-    Control.RANDOM_WEIGHTS: ControlLabels("random", "random-weights", "randomly re-initialised weights",
-                                          Control.RANDOM_WEIGHTS),
+    Control.TOKENIZER_ONLY: ControlLabels(
+        "uniform", "tokenizer-only", "tokenizer only (uniform attention)", Control.TOKENIZER_ONLY
+    ),
+    Control.RANDOM_WEIGHTS: ControlLabels(
+        "random", "random-weights", "randomly re-initialised weights", Control.RANDOM_WEIGHTS
+    ),
     Control.SHUFFLED_LAYERS: ControlLabels("shuffled", "shuffled-layers", "shuffled layers", Control.SHUFFLED_LAYERS),
-    Control.POSITION_ONLY: ControlLabels("position-only", "position-only", "relative positions only",
-                                         Control.TRAINED, positions=True),
-    Control.RANDOM_INIT_TARGET: ControlLabels("random-init target", "random-init target",
-                                              "trained adapter on a randomly initialised target",
-                                              Control.RANDOM_WEIGHTS),
+    Control.POSITION_ONLY: ControlLabels(
+        "position-only", "position-only", "relative positions only", Control.TRAINED, positions=True
+    ),
+    Control.RANDOM_INIT_TARGET: ControlLabels(
+        "random-init target",
+        "random-init target",
+        "trained adapter on a randomly initialised target",
+        Control.RANDOM_WEIGHTS,
+    ),
     Control.BASELINE: ControlLabels("baseline", "baseline", "model-free baseline", None),
 }
 

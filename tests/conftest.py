@@ -22,4 +22,4 @@ def zoo_model():
 
 def pytest_collection_modifyitems(config, items):
     # keep real-model tests grouped by model to limit memory churn
-    items.sort(key=lambda it: (0 if "real_model" not in it.keywords else 1))
+    items.sort(key=lambda it: 0 if "real_model" not in it.keywords else 1)

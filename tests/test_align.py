@@ -26,13 +26,29 @@ def _check_batch(tok, batch, sentences):
             piece = tok.decode(ids[torch.tensor(wid) == j]).strip()
             norm = lambda s: "".join(s.lower().split())  # noqa: E731
             if "[UNK]" not in piece and "<unk>" not in piece:
-                assert norm(piece).replace("##", "") in (norm(w), norm(tok.backend_tokenizer.normalizer.normalize_str(w)) if tok.backend_tokenizer.normalizer else norm(w)), (w, piece)
+                assert norm(piece).replace("##", "") in (
+                    norm(w),
+                    norm(tok.backend_tokenizer.normalizer.normalize_str(w))
+                    if tok.backend_tokenizer.normalizer
+                    else norm(w),
+                ), (w, piece)
         assert (batch.word_ids[i, n:] == -2).all()
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("name", ["minilm-l6", "mpnet-base", "e5-small", "paraphrase-minilm-l3", "splade-tiny",
-                                  "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "minilm-l6",
+        "mpnet-base",
+        "e5-small",
+        "paraphrase-minilm-l3",
+        "splade-tiny",
+        "smollm2-135m",
+        "gemma3-270m",
+        "qwen2.5-0.5b",
+    ],
+)
 def test_word_ids_on_zoo_tokenizers(zoo_model, name):
     tok = zoo_model(name).tokenizer
     batch = tokenize_words(tok, HARD)

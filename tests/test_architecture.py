@@ -68,8 +68,11 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str
             # ``from pkg import sub`` imports the submodule pkg.sub; ``from mod import name`` imports mod.
             # ``from olas_utils import __version__`` reads a constant of the front door, which
             # imports nothing: no edge (the package itself is always imported first anyway).
-            targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names
-                       if not (mod == "olas_utils" and a.name == "__version__")]
+            targets = [
+                f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod
+                for a in node.names
+                if not (mod == "olas_utils" and a.name == "__version__")
+            ]
         else:
             continue
         for t in targets:
@@ -134,7 +137,7 @@ def test_the_graph_sees_imports_of_every_kind():
     g = import_graph()
     assert "olas_utils.ola" in g["olas_utils.capture"]
     assert "olas_utils.zoo.controls" in g["olas_utils.toa.taskmaps"]  # imported inside a method
-    assert "olas_utils.toa.metrics" in g["olas_utils.toa.fit"]       # ``from olas_utils.toa import metrics``
+    assert "olas_utils.toa.metrics" in g["olas_utils.toa.fit"]  # ``from olas_utils.toa import metrics``
 
 
 def test_no_import_circle():
@@ -191,8 +194,11 @@ def private_imports(name: str, path: Path, modules: dict[str, Path]) -> list[str
             mod = node.module or ""
         if not (mod == "olas_utils" or mod.startswith("olas_utils.")) or mod == name:
             continue
-        out += [f"{name}: from {mod} import {a.name}" for a in node.names
-                if a.name.startswith("_") and not a.name.startswith("__")]
+        out += [
+            f"{name}: from {mod} import {a.name}"
+            for a in node.names
+            if a.name.startswith("_") and not a.name.startswith("__")
+        ]
     return out
 
 
@@ -207,8 +213,10 @@ def test_the_private_import_finder_finds_them(tmp_path):
     src.write_text("from olas_utils.similarity.x import _helper, public\nfrom . import _y\nfrom os import _exit\n")
     modules = {"olas_utils.similarity.m": src, "olas_utils.similarity.x": src}
     found = private_imports("olas_utils.similarity.m", src, modules)
-    assert found == ["olas_utils.similarity.m: from olas_utils.similarity.x import _helper",
-                     "olas_utils.similarity.m: from olas_utils.similarity import _y"]
+    assert found == [
+        "olas_utils.similarity.m: from olas_utils.similarity.x import _helper",
+        "olas_utils.similarity.m: from olas_utils.similarity import _y",
+    ]
 
 
 def test_every_subpackage_has_its_layer():
@@ -218,15 +226,20 @@ def test_every_subpackage_has_its_layer():
 
 def test_front_door_imports_nothing_at_import_time():
     tree = ast.parse((PKG / "__init__.py").read_text())
-    top_level_imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
-                         and not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
+    top_level_imports = [
+        n
+        for n in tree.body
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        and not (isinstance(n, ast.ImportFrom) and n.module == "__future__")
+    ]
     assert not top_level_imports, [ast.unparse(n) for n in top_level_imports]
 
 
 def test_front_door():
     import olas_utils
     from olas_utils import OLAMaps, extract_ola, load_model
-    from olas_utils.extract import OLAMaps as maps_cls, extract_ola as extract_fn
+    from olas_utils.extract import OLAMaps as maps_cls
+    from olas_utils.extract import extract_ola as extract_fn
     from olas_utils.zoo import load_model as load_fn
 
     assert (load_model, extract_ola, OLAMaps) == (load_fn, extract_fn, maps_cls)
@@ -245,8 +258,10 @@ def documented_texts() -> dict[str, str]:
     scripts and the package's own docstrings and messages."""
     import json
 
-    texts = {p.name: p.read_text() for p in (ROOT / "README.md", ROOT / "Makefile",
-                                             ROOT / "data" / "README.md", ROOT / "benchmarks" / "README.md")}
+    texts = {
+        p.name: p.read_text()
+        for p in (ROOT / "README.md", ROOT / "Makefile", ROOT / "data" / "README.md", ROOT / "benchmarks" / "README.md")
+    }
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         cells = json.loads(nb.read_text())["cells"]
         texts[nb.name] = "\n".join("".join(c["source"]) for c in cells)
@@ -286,8 +301,9 @@ def test_every_documented_path_exists():
                 bad.append(f"{where}: {line!r}: {type(e).__name__}: {e}")
         for mod in re.findall(r"-m (olas_utils[\w.]*)", text):
             spec = importlib.util.find_spec(mod)
-            if spec is None or (spec.submodule_search_locations is not None
-                                and importlib.util.find_spec(mod + ".__main__") is None):
+            if spec is None or (
+                spec.submodule_search_locations is not None and importlib.util.find_spec(mod + ".__main__") is None
+            ):
                 bad.append(f"{where}: `-m {mod}` cannot be run")
         for dotted in re.findall(r"\bolas_utils(?:\.\w+)+", text):
             try:

@@ -35,19 +35,21 @@ NOTEBOOK = ROOT / "notebooks" / "01_ola_gallery.ipynb"
 #: the README's screenshot (written only when $OLAS_SCREENSHOT names it: ``make screenshot``).
 SCREENSHOT = ROOT / "figures" / "explorer_jupyterlab.png"
 NEW_SENTENCE = "Rain fell all night on the quiet old harbour ."
-SERVER_START_S = 90   # JupyterLab answering /api/status
-KERNEL_START_S = 90   # the notebook's kernel idle
-RUN_ALL_S = 420       # every cell of notebook 01 (smoke profile, one CPU thread)
-UPDATE_S = 120        # one explorer redraw after a control changes
-ACTION_MS = 30_000    # Playwright's default for one click / fill / wait
+SERVER_START_S = 90  # JupyterLab answering /api/status
+KERNEL_START_S = 90  # the notebook's kernel idle
+RUN_ALL_S = 420  # every cell of notebook 01 (smoke profile, one CPU thread)
+UPDATE_S = 120  # one explorer redraw after a control changes
+ACTION_MS = 30_000  # Playwright's default for one click / fill / wait
 
 
 def _chromium() -> str:
     """Path of the Chromium binary; fails the test (never skips it) if there is none."""
     path = os.environ.get("OLAS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not path or not os.access(path, os.X_OK):
-        pytest.fail(f"Chromium is missing ({path or 'no chromium on PATH'}): the browser test needs Debian's "
-                    "chromium (`make test` installs it; or `apt-get install chromium`, or set OLAS_CHROMIUM=/path)")
+        pytest.fail(
+            f"Chromium is missing ({path or 'no chromium on PATH'}): the browser test needs Debian's "
+            "chromium (`make test` installs it; or `apt-get install chromium`, or set OLAS_CHROMIUM=/path)"
+        )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -123,17 +125,35 @@ def jupyterlab(chromium, tmp_path):
     _smoke_copy(work, tmp_path / "figures")
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ)
-    env.update({
-        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-        "OLAS_DEVICE": "cpu", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-        "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-        "JUPYTER_RUNTIME_DIR": str(runtime), "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws"),
-    })
+    env.update(
+        {
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "OLAS_DEVICE": "cpu",
+            "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "JUPYTER_RUNTIME_DIR": str(runtime),
+            "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+            "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws"),
+        }
+    )
     log = tmp_path / "jupyterlab.log"
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-           "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
-           "--ServerApp.terminals_enabled=False", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={work}",
+        "--ServerApp.terminals_enabled=False",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # CI containers run as root
     with open(log, "wb") as fh:
@@ -150,10 +170,12 @@ def _pixels_of(img) -> bytes:
     """The explorer image as the browser decoded it: its natural-size pixels, redrawn on a
     canvas and read back as PNG (no network request, so a just-revoked blob URL of the
     previous image cannot fail); empty while the image is still loading."""
-    url = img.evaluate("(el) => { if (!el.complete || !el.naturalWidth) return '';"
-                       " const c = document.createElement('canvas');"
-                       " c.width = el.naturalWidth; c.height = el.naturalHeight;"
-                       " c.getContext('2d').drawImage(el, 0, 0); return c.toDataURL('image/png'); }")
+    url = img.evaluate(
+        "(el) => { if (!el.complete || !el.naturalWidth) return '';"
+        " const c = document.createElement('canvas');"
+        " c.width = el.naturalWidth; c.height = el.naturalHeight;"
+        " c.getContext('2d').drawImage(el, 0, 0); return c.toDataURL('image/png'); }"
+    )
     return base64.b64decode(url.split(",", 1)[1]) if url else b""
 
 
@@ -192,13 +214,17 @@ def test_explorer_in_jupyterlab(chromium, jupyterlab, tmp_path):
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(ACTION_MS)
-            page.on("console", lambda m: console_errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+            page.on(
+                "console", lambda m: console_errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None
+            )
             page.on("pageerror", lambda e: console_errors.append(f"pageerror: {e}"))
             page.goto(f"{base}/lab/tree/{NOTEBOOK.name}?token={token}")
             expect(page.locator(".jp-NotebookPanel")).to_be_visible(timeout=60_000)
             expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible()
             # the kernel has started when the status bar says "Python 3 (ipykernel) | Idle"
-            expect(page.get_by_role("button", name=re.compile(r"\| Idle$"))).to_be_visible(timeout=KERNEL_START_S * 1000)
+            expect(page.get_by_role("button", name=re.compile(r"\| Idle$"))).to_be_visible(
+                timeout=KERNEL_START_S * 1000
+            )
             news = page.get_by_role("button", name="No", exact=True)  # "get notified about Jupyter news?"
             if news.count():
                 news.first.click()
@@ -248,8 +274,9 @@ def test_explorer_in_jupyterlab(chromium, jupyterlab, tmp_path):
             moved = [_heatmap_change(a, b) for a, b in ((png0, png1), (png1, png2), (png2, png3))]
             assert min(moved) > 0.05, f"fraction of heatmap pixels changed per step: {moved}"
             assert img.screenshot() != shot0, "the rendered image looks the same as before the changes"
-            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
-                                  has_text="Traceback")
+            errors = page.locator(
+                ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback"
+            )
             assert errors.count() == 0, errors.first.inner_text()
 
             side = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
@@ -280,9 +307,20 @@ def test_make_lab_serves_the_notebooks_with_the_project_kernel(tmp_path):
     data.mkdir()
     runtime = tmp_path / "runtime"
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime), JUPYTER_CONFIG_DIR=str(tmp_path / "config"))
-    cmd = ["make", "-s", "-o", "install", "-o", "models", "lab", f"VENV={sys.prefix}", f"LAB_PORT={port}",
-           f"OLAS_DATA_DIR={data}", f"LAB_ARGS=--no-browser --IdentityProvider.token={token} "
-           "--ServerApp.terminals_enabled=False --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    cmd = [
+        "make",
+        "-s",
+        "-o",
+        "install",
+        "-o",
+        "models",
+        "lab",
+        f"VENV={sys.prefix}",
+        f"LAB_PORT={port}",
+        f"OLAS_DATA_DIR={data}",
+        f"LAB_ARGS=--no-browser --IdentityProvider.token={token} "
+        "--ServerApp.terminals_enabled=False --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
     log = tmp_path / "make_lab.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
@@ -297,8 +335,14 @@ def test_make_lab_serves_the_notebooks_with_the_project_kernel(tmp_path):
             kernel_id = json.load(r)["id"]
         deadline, kernel = time.monotonic() + KERNEL_START_S, None
         while kernel is None and time.monotonic() < deadline:
-            kernel = next((p for p in psutil.process_iter(["cmdline"])
-                           if any(kernel_id in part for part in (p.info["cmdline"] or []))), None)
+            kernel = next(
+                (
+                    p
+                    for p in psutil.process_iter(["cmdline"])
+                    if any(kernel_id in part for part in (p.info["cmdline"] or []))
+                ),
+                None,
+            )
             time.sleep(0.2)
         assert kernel is not None, f"no kernel process for {kernel_id}:\n{log.read_text()[-2000:]}"
         assert kernel.cmdline()[0] == str(Path(sys.prefix) / "bin" / "python"), kernel.cmdline()

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 
+from olas_utils.data.corpus import build_chunks, corpus_hash
 from olas_utils.similarity.imagecache import (
     CacheBusyError,
     CachedImages,
@@ -29,7 +30,6 @@ from olas_utils.similarity.imagecache import (
     open_cache,
 )
 from olas_utils.similarity.images import to_image
-from olas_utils.data.corpus import build_chunks, corpus_hash
 
 KEYS = ["ola:1", "ola:2", "ola:3", "rollout", "layer:0", "layer:-1"]
 
@@ -43,20 +43,37 @@ def tiny(kind: str = "bert"):
     if kind == "bert":
         tok = AutoTokenizer.from_pretrained(zoo.prepare("minilm-l6"))
         torch.manual_seed(0)
-        m = BertModel(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
-                                 intermediate_size=64, max_position_embeddings=512))
+        m = BertModel(
+            BertConfig(
+                vocab_size=len(tok),
+                hidden_size=32,
+                num_hidden_layers=3,
+                num_attention_heads=2,
+                intermediate_size=64,
+                max_position_embeddings=512,
+            )
+        )
     else:
         tok = AutoTokenizer.from_pretrained(zoo.prepare("smollm2-135m"))
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         torch.manual_seed(0)
-        m = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=3,
-                                         num_attention_heads=2, num_key_value_heads=1, intermediate_size=64,
-                                         max_position_embeddings=512))
+        m = LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=len(tok),
+                hidden_size=32,
+                num_hidden_layers=3,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                intermediate_size=64,
+                max_position_embeddings=512,
+            )
+        )
     m.config._attn_implementation = "eager"
     m.eval()
-    return zoo.LoadedModel(model=m, tokenizer=tok, name=f"tiny-{kind}", source="memory",
-                           is_causal=kind != "bert", num_layers=3)
+    return zoo.LoadedModel(
+        model=m, tokenizer=tok, name=f"tiny-{kind}", source="memory", is_causal=kind != "bert", num_layers=3
+    )
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +140,9 @@ def test_layout_manifest_and_images(reference, bert, chunks):
     res = extract_ola(bert.model, bert.tokenizer, chunks[:3], orders=(1, 2, 3), layers=(0, -1), progress=False)
     for key in KEYS:
         for i in range(3):
-            np.testing.assert_allclose(c.images(key)[i],
-                                       to_image(res[key][i], causal=False, image_size=50).numpy(), atol=1e-6)
+            np.testing.assert_allclose(
+                c.images(key)[i], to_image(res[key][i], causal=False, image_size=50).numpy(), atol=1e-6
+            )
     lengths = c.lengths()
     assert all(lengths[i] == res["ola:1"][i].shape[0] for i in range(3))
     assert (lengths > 50).all()  # subword maps of 50 words are resized down
@@ -151,8 +169,16 @@ def test_to_image_preprocessing():
 
 
 def test_word_protocol_causal(tmp_path, llama, chunks):
-    c = extract_to_cache(llama, chunks[:6], cache_root=tmp_path / "w", protocol="word", orders=(1, 2),
-                         baselines=("rollout",), batch_size=3, progress=False)
+    c = extract_to_cache(
+        llama,
+        chunks[:6],
+        cache_root=tmp_path / "w",
+        protocol="word",
+        orders=(1, 2),
+        baselines=("rollout",),
+        batch_size=3,
+        progress=False,
+    )
     assert c.keys == ["ola:1", "ola:2", "rollout"] and c.manifest["level"] == "word"
     assert c.manifest["is_causal"] is True
     assert (c.lengths() == 50).all()  # 50-word chunks: W = S, no resize
@@ -185,8 +211,9 @@ def test_resume_after_exception_is_bit_identical(tmp_path, reference, bert, chun
     assert (np.asarray(part)[~c.done] == 0).all()
 
     calls = []
-    c2 = extract_to_cache(bert, chunks, cache_root=root, batch_size=4, progress=False,
-                          on_batch=lambda d, t: calls.append(d))
+    c2 = extract_to_cache(
+        bert, chunks, cache_root=root, batch_size=4, progress=False, on_batch=lambda d, t: calls.append(d)
+    )
     assert calls == [3, 4, 5]  # resumed after the 2 committed batches
     assert c2.complete
     _assert_identical(root, reference)
@@ -227,8 +254,13 @@ def _child(tmp_path, mode):
     # batches of 4 chunks x 6 keys = 24 images per batch: call 60 is in batch 3
     script.write_text(_CHILD.format(tests=str(Path(__file__).parent), kill_at=60))
     env = dict(os.environ, PYTHONHASHSEED="0")
-    return subprocess.Popen([sys.executable, str(script), mode, str(tmp_path / "c")], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), mode, str(tmp_path / "c")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_sigkill_mid_batch_then_resume_is_bit_identical(tmp_path, reference, bert, chunks):
@@ -302,10 +334,20 @@ def test_mismatched_settings_are_refused(reference, bert, llama, chunks):
 
 def test_overwrite_rebuilds(tmp_path, bert, chunks):
     root = tmp_path / "c"
-    extract_to_cache(bert, chunks[:4], cache_root=root, image_size=16, orders=(1,), baselines=(),
-                     batch_size=4, progress=False)
-    c = extract_to_cache(bert, chunks[:4], cache_root=root, image_size=8, orders=(2,), baselines=("layer:0",),
-                         batch_size=4, progress=False, overwrite=True)
+    extract_to_cache(
+        bert, chunks[:4], cache_root=root, image_size=16, orders=(1,), baselines=(), batch_size=4, progress=False
+    )
+    c = extract_to_cache(
+        bert,
+        chunks[:4],
+        cache_root=root,
+        image_size=8,
+        orders=(2,),
+        baselines=("layer:0",),
+        batch_size=4,
+        progress=False,
+        overwrite=True,
+    )
     assert c.manifest["image_size"] == 8 and c.keys == ["ola:2", "layer:0"]
     assert c.images("ola:2").shape == (4, 8, 8)
     assert not (root / "ola_1.npy").exists()
@@ -333,7 +375,7 @@ def test_write_errors_name_the_path(tmp_path, bert, chunks, monkeypatch):
     real_replace = os.replace
 
     def deny(src, dst):
-        if str(dst).endswith("progress.json") and "batches_done\": 1" in Path(src).read_text():
+        if str(dst).endswith("progress.json") and 'batches_done": 1' in Path(src).read_text():
             raise PermissionError(errno.EACCES, "Permission denied")
         return real_replace(src, dst)
 
@@ -378,8 +420,9 @@ def test_busy_foreign_and_bad_arguments(tmp_path, bert, chunks):
 @pytest.mark.real_model
 def test_real_minilm(tmp_path, zoo_model, chunks):
     lm = zoo_model("minilm-l6")
-    c = extract_to_cache(lm, chunks[:4], cache_root=tmp_path / "m", orders=(1, 2), baselines=("rollout",),
-                         batch_size=4, progress=False)
+    c = extract_to_cache(
+        lm, chunks[:4], cache_root=tmp_path / "m", orders=(1, 2), baselines=("rollout",), batch_size=4, progress=False
+    )
     assert c.manifest["weights_sha256"] == lm.weights_sha256 and c.manifest["num_layers"] == 6
     assert c.manifest["tokenizer"]["name_or_path"] == "minilm-l6"
     im = np.asarray(c.images("ola:1"))

@@ -213,7 +213,11 @@ def test_not_a_transformer_is_a_clear_error():
     with pytest.raises(TypeError, match="expected a transformers model.*got str"):
         extract_ola("minilm-l6", None, sent)
     with pytest.raises(ValueError, match="no self-attention layers"):
-        extract_ola(MambaModel(MambaConfig(hidden_size=16, num_hidden_layers=2, vocab_size=100, state_size=4)).eval(), None, sent)
+        extract_ola(
+            MambaModel(MambaConfig(hidden_size=16, num_hidden_layers=2, vocab_size=100, state_size=4)).eval(),
+            None,
+            sent,
+        )
     with pytest.raises(ValueError, match="no num_hidden_layers.*self-attention"):
         extract_ola(ResNetModel(ResNetConfig(embedding_size=8, hidden_sizes=[8, 8], depths=[1, 1])).eval(), None, sent)
     t5 = T5Model(T5Config(num_layers=1, d_model=8, d_ff=16, num_heads=1, d_kv=8, vocab_size=100)).eval()

@@ -38,16 +38,28 @@ def _one_thread():
     torch.set_num_threads(prev)
 
 
-def synth(n_classes: int = 32, size: int = 16, channels: int = 1, models=("a", "b", "c", "target"),
-          seed: int = 0, noise: float = 0.1, offset: float = 0.15) -> dict[str, np.ndarray]:
+def synth(
+    n_classes: int = 32,
+    size: int = 16,
+    channels: int = 1,
+    models=("a", "b", "c", "target"),
+    seed: int = 0,
+    noise: float = 0.1,
+    offset: float = 0.15,
+) -> dict[str, np.ndarray]:
     g = torch.Generator().manual_seed(seed)
-    base = F.interpolate(torch.rand(n_classes, channels, 4, 4, generator=g), size=(size, size),
-                         mode="bilinear", align_corners=False)
+    base = F.interpolate(
+        torch.rand(n_classes, channels, 4, 4, generator=g), size=(size, size), mode="bilinear", align_corners=False
+    )
     out = {}
     for m in models:
         gain = 0.8 + 0.4 * torch.rand(1, generator=g)
-        shift = F.interpolate(torch.rand(1, channels, 2, 2, generator=g), size=(size, size),
-                              mode="bilinear", align_corners=False) * offset
+        shift = (
+            F.interpolate(
+                torch.rand(1, channels, 2, 2, generator=g), size=(size, size), mode="bilinear", align_corners=False
+            )
+            * offset
+        )
         out[m] = (base * gain + shift + noise * torch.randn(base.shape, generator=g)).numpy()
     return out
 
@@ -70,16 +82,23 @@ def data():
 
 @pytest.fixture(scope="module")
 def trained(data):
-    return train_classifier({"a": data["a"], "b": data["b"], "c": data["c"]}, select_on="c",
-                            epochs=12, batch_size=8, seed=0, device="cpu", progress=False,
-                            monitor={"target": data["target"]})
+    return train_classifier(
+        {"a": data["a"], "b": data["b"], "c": data["c"]},
+        select_on="c",
+        epochs=12,
+        batch_size=8,
+        seed=0,
+        device="cpu",
+        progress=False,
+        monitor={"target": data["target"]},
+    )
 
 
 def test_transfers_to_unseen_target(trained, data):
     chance = 1.0 / N_CLASSES
     acc = evaluate(trained, data["target"], device="cpu")
     assert isinstance(acc, Accuracy) and acc.n == N_CLASSES
-    assert acc.top1 > 10 * chance, acc          # measured 0.78 (chance 0.031)
+    assert acc.top1 > 10 * chance, acc  # measured 0.78 (chance 0.031)
     assert acc.top5 >= acc.top1
     assert trained.selection == "source:c"
     assert trained.train_models == ("a", "b")
@@ -137,8 +156,7 @@ def test_global_rng_untouched(data):
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    train_classifier({"a": data["a"][:4], "b": data["b"][:4]}, epochs=1, batch_size=4,
-                     device="cpu", progress=False)
+    train_classifier({"a": data["a"][:4], "b": data["b"][:4]}, epochs=1, batch_size=4, device="cpu", progress=False)
     assert torch.equal(torch.rand(3), expected)
 
 
@@ -147,8 +165,14 @@ def test_single_source_selects_on_augmented_copies(data):
     assert r.selection == "augmented"
     assert r.train_models == ("a",)
     assert len(r.selection_top1) == 2 and 1 <= r.chosen_epoch <= 2
-    r2 = train_classifier({"a": data["a"][:8], "b": data["b"][:8]}, select_on=SELECT_AUGMENTED,
-                          epochs=1, batch_size=4, device="cpu", progress=False)
+    r2 = train_classifier(
+        {"a": data["a"][:8], "b": data["b"][:8]},
+        select_on=SELECT_AUGMENTED,
+        epochs=1,
+        batch_size=4,
+        device="cpu",
+        progress=False,
+    )
     assert r2.selection == "augmented" and r2.train_models == ("a", "b")
 
 
@@ -248,7 +272,7 @@ def test_sink_columns_change_exactly_1_to_3_columns():
 def test_sink_columns_only_where_the_image_has_columns_and_zero_rows_stay_zero():
     g = torch.Generator().manual_seed(1)
     img = torch.zeros(1, 10, 10)
-    img[0, :6, :5] = torch.rand(6, 5) + 0.1    # columns 5..9 and rows 6..9 are empty
+    img[0, :6, :5] = torch.rand(6, 5) + 0.1  # columns 5..9 and rows 6..9 are empty
     for _ in range(50):
         out, cols = highlight_sink_columns(img, g)
         assert cols.max() < 5
@@ -284,7 +308,7 @@ def test_augment_batch_probabilities_and_noise_reference():
 
 def test_standardize_per_image_per_channel():
     x = torch.rand(3, 2, 5, 5) * 7 + 3
-    x[1, 1] = 4.0   # a constant channel
+    x[1, 1] = 4.0  # a constant channel
     z = standardize(x)
     assert torch.allclose(z[0].mean(dim=(-2, -1)), torch.zeros(2), atol=1e-5)
     assert torch.allclose(z[0].std(dim=(-2, -1), unbiased=False), torch.ones(2), atol=1e-5)
@@ -300,7 +324,7 @@ def test_early_stopping_stops_after_patience_and_keeps_the_best(data):
     n = len(early.train_loss)
     assert early.selection_top1 == full.selection_top1[:n]
     keys = [(t, -ls) for t, ls in zip(full.selection_top1, full.selection_loss)]
-    first_drop = next((e for e in range(1, 8) if max(keys[:e + 1]) == max(keys[:e])), None)
+    first_drop = next((e for e in range(1, 8) if max(keys[: e + 1]) == max(keys[:e])), None)
     assert n == (8 if first_drop is None else first_drop + 1)
     assert early.chosen_epoch == max(range(1, n + 1), key=lambda e: keys[e - 1])
     with pytest.raises(ValueError, match="patience"):

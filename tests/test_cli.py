@@ -6,12 +6,14 @@ import sys
 import pytest
 import torch
 
-from olas_utils.ui.cli import main, read_sentences
 from olas_utils.extract import OLAMaps
+from olas_utils.ui.cli import main, read_sentences
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "olas_utils.ui.cli", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "olas_utils.ui.cli", *args], capture_output=True, text=True, timeout=600
+    )
 
 
 def test_help_lists_subcommands():
@@ -56,7 +58,7 @@ def test_extract_writes_loadable_maps(tmp_path):
 @pytest.mark.real_model
 def test_extract_truncation_option(tmp_path, capsys):
     f = tmp_path / "long.txt"
-    words = ("the quick brown fox jumps over the lazy dog ." .split()) * 70  # 700 words, > 512 tokens
+    words = ("the quick brown fox jumps over the lazy dog .".split()) * 70  # 700 words, > 512 tokens
     f.write_text("Short one .\n" + " ".join(words) + "\n", encoding="utf-8")
     out = tmp_path / "maps.pt"
     args = ["extract", "-m", "minilm-l6", "-i", str(f), "-o", str(out), "--orders", "1", "--no-rollout", "-q"]

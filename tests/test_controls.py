@@ -184,10 +184,12 @@ def test_shuffle_is_deterministic_and_invertible(shuffled, name):
 @pytest.mark.parametrize("name", REAL)
 def test_ola_extraction_runs_on_shuffled_copy(shuffled, name):
     lm, _, sh = shuffled(name)
-    res = extract_ola(sh.model, sh.tokenizer, WORDS, orders=(1, 2), rollout=False, layers=(0,),
-                      progress=False, model_name=sh.name)
-    ref = extract_ola(lm.model, lm.tokenizer, WORDS, orders=(1, 2), rollout=False, layers=(0,),
-                      progress=False, model_name=lm.name)
+    res = extract_ola(
+        sh.model, sh.tokenizer, WORDS, orders=(1, 2), rollout=False, layers=(0,), progress=False, model_name=sh.name
+    )
+    ref = extract_ola(
+        lm.model, lm.tokenizer, WORDS, orders=(1, 2), rollout=False, layers=(0,), progress=False, model_name=lm.name
+    )
     for key in ("ola:1", "ola:2", "layer:0"):
         a, b = res[key][0], ref[key][0]
         assert a.shape == b.shape
@@ -196,8 +198,9 @@ def test_ola_extraction_runs_on_shuffled_copy(shuffled, name):
         assert (a - b).abs().max() > 1e-3
     # the copy's first layer reads the embeddings: its attention is not the original layer perm[0]'s
     p0 = sh.model.olas_layer_permutation[0]
-    orig_p0 = extract_ola(lm.model, lm.tokenizer, WORDS, orders=(1,), rollout=False, layers=(p0,),
-                          progress=False)[f"layer:{p0}"][0]
+    orig_p0 = extract_ola(lm.model, lm.tokenizer, WORDS, orders=(1,), rollout=False, layers=(p0,), progress=False)[
+        f"layer:{p0}"
+    ][0]
     assert (res["layer:0"][0] - orig_p0).abs().max() > 1e-3
 
 
@@ -221,15 +224,22 @@ def test_shuffled_decoder_kv_cache_consistent(shuffled):
 def _tiny_gemma3() -> LoadedModel:
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-    cfg = Gemma3TextConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=3,
-                           layer_types=["sliding_attention", "sliding_attention", "full_attention",
-                                        "sliding_attention"], max_position_embeddings=64)
+    cfg = Gemma3TextConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=3,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"],
+        max_position_embeddings=64,
+    )
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     model = Gemma3ForCausalLM(cfg).eval()
-    return LoadedModel(model=model, tokenizer=None, name="tiny-gemma3", source="", is_causal=True,
-                       num_layers=4)
+    return LoadedModel(model=model, tokenizer=None, name="tiny-gemma3", source="", is_causal=True, num_layers=4)
 
 
 def test_layer_types_move_with_layers():

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from olas_utils.data.corpus import build_chunks, chunk_spans, corpus_hash, documents
 from olas_utils.data import load_conll2003, load_ud_ewt
+from olas_utils.data.corpus import build_chunks, chunk_spans, corpus_hash, documents
 
 
 def _reader_docs_conll():

@@ -12,8 +12,20 @@ def frame():
     rows = []
     for control, h1 in (("none", [0.9, 0.7]), ("random", [0.1, 0.2])):
         for (t, s), v in zip((("a", "b"), ("b", "a")), h1):
-            rows.append({"family": "causal", "control": control, "protocol": "paper", "key": "ola:1", "metric": "ssim",
-                         "target": t, "source": s, "n": 10, "hit@1": v, "hit@5": min(1.0, v + 0.1)})
+            rows.append(
+                {
+                    "family": "causal",
+                    "control": control,
+                    "protocol": "paper",
+                    "key": "ola:1",
+                    "metric": "ssim",
+                    "target": t,
+                    "source": s,
+                    "n": 10,
+                    "hit@1": v,
+                    "hit@5": min(1.0, v + 0.1),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -68,18 +80,33 @@ def test_unknown_control_is_rejected():
 
 
 def test_classifier_lines_report_selection_controls_and_the_epoch_cap():
-    base = {"family": "causal", "key": "ola:1", "protocol": "paper", "target": "c", "sources": "a, b",
-            "source_top1": 0.9, "heldout_source": "b", "top5": 0.5, "n": 100, "chance": 0.01, "max_epochs": 12,
-            "selection": "source:b", "curve": ""}
-    clf = pd.DataFrame([
-        dict(base, control="none", heldout_top1=0.4, top1=0.3, epochs_run=12, chosen_epoch=12),
-        dict(base, control="uniform", heldout_top1=0.01, top1=0.02, epochs_run=4, chosen_epoch=1),
-        dict(base, control="random", heldout_top1=0.01, top1=0.05, epochs_run=5, chosen_epoch=2),
-    ])
+    base = {
+        "family": "causal",
+        "key": "ola:1",
+        "protocol": "paper",
+        "target": "c",
+        "sources": "a, b",
+        "source_top1": 0.9,
+        "heldout_source": "b",
+        "top5": 0.5,
+        "n": 100,
+        "chance": 0.01,
+        "max_epochs": 12,
+        "selection": "source:b",
+        "curve": "",
+    }
+    clf = pd.DataFrame(
+        [
+            dict(base, control="none", heldout_top1=0.4, top1=0.3, epochs_run=12, chosen_epoch=12),
+            dict(base, control="uniform", heldout_top1=0.01, top1=0.02, epochs_run=4, chosen_epoch=1),
+            dict(base, control="random", heldout_top1=0.01, top1=0.05, epochs_run=5, chosen_epoch=2),
+        ]
+    )
     text = crosslm_report.comparison_markdown(crosslm.retrieval_summary(frame()), clf, n_chunks=100)
     assert "unseen-model top-1 30.0 %–30.0 %" in text and "held-out source 40.0 %" in text
     assert "Strongest control: random 5.0 %" in text
     assert "Still improving when the epoch cap (12) stopped it for c" in text
     clf.loc[0, "chosen_epoch"] = 8
-    assert "Still improving" not in crosslm_report.comparison_markdown(crosslm.retrieval_summary(frame()), clf,
-                                                                       n_chunks=100)
+    assert "Still improving" not in crosslm_report.comparison_markdown(
+        crosslm.retrieval_summary(frame()), clf, n_chunks=100
+    )

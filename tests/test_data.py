@@ -30,11 +30,17 @@ needs_data = pytest.mark.skipif(not HAVE_DATA, reason="real datasets not found (
 # ---------------------------------------------------------------------------------------
 
 COUNTS = [
-    (D.load_ud_ewt, "train", 12544), (D.load_ud_ewt, "dev", 2001), (D.load_ud_ewt, "test", 2077),
-    (D.load_conll2000, "train", 8936), (D.load_conll2000, "test", 2012),
-    (D.load_semeval2010_task8, "train", 8000), (D.load_semeval2010_task8, "test", 2717),
-    (D.load_uner_ewt, "dev", 2001), (D.load_uner_ewt, "test", 2077),
-    (D.load_conll2003, "train", 14041), (D.load_conll2003, "testa", 3250),
+    (D.load_ud_ewt, "train", 12544),
+    (D.load_ud_ewt, "dev", 2001),
+    (D.load_ud_ewt, "test", 2077),
+    (D.load_conll2000, "train", 8936),
+    (D.load_conll2000, "test", 2012),
+    (D.load_semeval2010_task8, "train", 8000),
+    (D.load_semeval2010_task8, "test", 2717),
+    (D.load_uner_ewt, "dev", 2001),
+    (D.load_uner_ewt, "test", 2077),
+    (D.load_conll2003, "train", 14041),
+    (D.load_conll2003, "testa", 3250),
     (D.load_conll2003, "testb", 3453),
 ]
 
@@ -56,11 +62,17 @@ def test_conll2000_token_counts(split, n_tokens):
 
 
 @needs_data
-@pytest.mark.parametrize("loader,alias,canonical", [
-    (D.load_ud_ewt, "validation", "dev"), (D.load_uner_ewt, "validation", "dev"),
-    (D.load_conll2003, "dev", "testa"), (D.load_conll2003, "validation", "testa"),
-    (D.load_conll2003, "test", "testb"), (D.load_conll2003, "TRAIN", "train"),
-])
+@pytest.mark.parametrize(
+    "loader,alias,canonical",
+    [
+        (D.load_ud_ewt, "validation", "dev"),
+        (D.load_uner_ewt, "validation", "dev"),
+        (D.load_conll2003, "dev", "testa"),
+        (D.load_conll2003, "validation", "testa"),
+        (D.load_conll2003, "test", "testb"),
+        (D.load_conll2003, "TRAIN", "train"),
+    ],
+)
 def test_split_aliases(loader, alias, canonical):
     assert loader(alias)[:3] == loader(canonical)[:3]
 
@@ -163,9 +175,25 @@ def test_semeval_first_train_example():
     # 1	"The system as described above has its greatest application in an arrayed
     #    <e1>configuration</e1> of antenna <e2>elements</e2>."  /  Component-Whole(e2,e1)
     assert row["id"] == "1"
-    assert row["words"] == ["The", "system", "as", "described", "above", "has", "its", "greatest",
-                            "application", "in", "an", "arrayed", "configuration", "of",
-                            "antenna", "elements", "."]
+    assert row["words"] == [
+        "The",
+        "system",
+        "as",
+        "described",
+        "above",
+        "has",
+        "its",
+        "greatest",
+        "application",
+        "in",
+        "an",
+        "arrayed",
+        "configuration",
+        "of",
+        "antenna",
+        "elements",
+        ".",
+    ]
     assert row["e1_span"] == [12, 13] and row["e2_span"] == [15, 16]
     assert row["label"] == "Component-Whole(e2,e1)"
     assert row["relation"] == "Component-Whole" and row["direction"] == "(e2,e1)"
@@ -178,8 +206,20 @@ def test_semeval_clitic_after_entity_and_other_label():
     #      rooster-whistles, pans, <e2>trays</e2>, tea pots, ..."
     row = ds[17]
     assert row["id"] == "18"
-    assert row["words"][:12] == ["The", "factory", "'s", "products", "have", "included",
-                                 "flower", "pots", ",", "Finnish", "rooster-whistles", ","]
+    assert row["words"][:12] == [
+        "The",
+        "factory",
+        "'s",
+        "products",
+        "have",
+        "included",
+        "flower",
+        "pots",
+        ",",
+        "Finnish",
+        "rooster-whistles",
+        ",",
+    ]
     assert row["e1_span"] == [1, 2] and row["e2_span"] == [14, 15]
     assert row["words"][14] == "trays"
     other = ds[1]  # 2	"The <e1>child</e1> was ... into the <e2>cradle</e2> by means of a cord."
@@ -196,8 +236,7 @@ def test_semeval_test_split_ends():
     first, last = ds[0], ds[-1]
     # 8001	"The most common <e1>audits</e1> were about <e2>waste</e2> and recycling."
     assert first["id"] == "8001"
-    assert first["words"] == ["The", "most", "common", "audits", "were", "about", "waste", "and",
-                              "recycling", "."]
+    assert first["words"] == ["The", "most", "common", "audits", "were", "about", "waste", "and", "recycling", "."]
     assert (first["e1_span"], first["e2_span"]) == ([3, 4], [6, 7])
     assert first["label"] == "Message-Topic(e1,e2)"
     assert last["id"] == "10717" and last["label"] == "Entity-Destination(e2,e1)"
@@ -206,18 +245,23 @@ def test_semeval_test_split_ends():
 
 def test_tokenize_semeval_rules():
     words, e1, e2 = D.tokenize_semeval('He put the<e1>coil</e1> in <e2>outer-surface protein A</e2>, "fast".')
-    assert words == ["He", "put", "the", "coil", "in", "outer-surface", "protein", "A", ",", '"',
-                     "fast", '"', "."]
+    assert words == ["He", "put", "the", "coil", "in", "outer-surface", "protein", "A", ",", '"', "fast", '"', "."]
     assert e1 == (3, 4) and e2 == (5, 8)
     words, e1, e2 = D.tokenize_semeval("<e2>Hideyoshi's</e2> <e1>author</e1>'s e-mail cost $3.5.")
     assert words == ["Hideyoshi's", "author", "'s", "e-mail", "cost", "$", "3.5", "."]
     assert e2 == (0, 1) and e1 == (1, 2)
 
 
-@pytest.mark.parametrize("bad", [
-    "no entities here", "<e1>one</e1> only", "<e1>a</e1> <e2>b</e2> <e2>c</e2>",
-    "<e1>a <e2>b</e2>", "<e1></e1> <e2>b</e2>",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "no entities here",
+        "<e1>one</e1> only",
+        "<e1>a</e1> <e2>b</e2> <e2>c</e2>",
+        "<e1>a <e2>b</e2>",
+        "<e1></e1> <e2>b</e2>",
+    ],
+)
 def test_tokenize_semeval_rejects_malformed(bad):
     with pytest.raises(ValueError):
         D.tokenize_semeval(bad)
@@ -292,8 +336,8 @@ def test_conll2003_iob1_b_tag_and_doc_ids():
     # with NER I-LOC I-LOC B-LOC (an entity directly after one of the same type).
     row = ds[107]
     i = row["words"].index("Golan")
-    assert row["words"][i:i + 3] == ["Golan", "Heights", "Israel"]
-    assert row["ner_tags"][i:i + 3] == ["B-LOC", "I-LOC", "B-LOC"]
+    assert row["words"][i : i + 3] == ["Golan", "Heights", "Israel"]
+    assert row["ner_tags"][i : i + 3] == ["B-LOC", "I-LOC", "B-LOC"]
     assert row["ner_tags"][7:9] == ["B-PER", "I-PER"]  # Benjamin Netanyahu: I-PER I-PER
     assert row["doc_id"] == 9
     doc_ids = ds["doc_id"]
@@ -320,7 +364,8 @@ def test_conll2003_docstart_handling(tmp_path):
     (folder / "eng.train").write_text(
         "Hi UH I-NP O\n\n-DOCSTART- -X- O O\n\nEU NNP I-NP I-ORG\nsays VBZ I-VP O\n\n"
         "Bonn NNP I-NP I-LOC\nParis NNP I-NP B-LOC\n\n-DOCSTART- -X- O O\n\nOK UH I-NP O\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     ds = D.load_conll2003("train", data_dir=tmp_path)
     assert ds["doc_id"] == [0, 1, 1, 2]
     assert ds["ner_tags"] == [["O"], ["B-ORG", "O"], ["B-LOC", "B-LOC"], ["O"]]
@@ -332,20 +377,25 @@ def test_conll2003_docstart_handling(tmp_path):
 # ---------------------------------------------------------------------------------------
 
 EXPECTED_ONTONOTES = [
-    ("nw/olas/00/olas_0001", 0, "Maria Lopez visited Paris on Monday .", "NNP NNP VBD NNP IN NNP .",
-     "B-PERSON I-PERSON O B-GPE O B-DATE O"),
-    ("nw/olas/00/olas_0001", 0, "She met 12 French engineers .", "PRP VBD CD JJ NNS .",
-     "O O B-CARDINAL B-NORP O O"),
-    ("bc/olas/00/olas_0002", 0, "The United Nations said so .", "DT NNP NNPS VBD RB .",
-     "B-ORG I-ORG I-ORG O O O"),
+    (
+        "nw/olas/00/olas_0001",
+        0,
+        "Maria Lopez visited Paris on Monday .",
+        "NNP NNP VBD NNP IN NNP .",
+        "B-PERSON I-PERSON O B-GPE O B-DATE O",
+    ),
+    ("nw/olas/00/olas_0001", 0, "She met 12 French engineers .", "PRP VBD CD JJ NNS .", "O O B-CARDINAL B-NORP O O"),
+    ("bc/olas/00/olas_0002", 0, "The United Nations said so .", "DT NNP NNPS VBD RB .", "B-ORG I-ORG I-ORG O O O"),
     ("bc/olas/00/olas_0002", 1, "Thanks , Bob .", "NNS , NNP .", "O O B-PERSON O"),
 ]
 
 
 def _check_ontonotes(ds):
     assert ds.column_names == ["document_id", "part_id", "words", "pos_tags", "ner_tags"]
-    got = [(r["document_id"], r["part_id"], " ".join(r["words"]), " ".join(r["pos_tags"]),
-            " ".join(r["ner_tags"])) for r in ds]
+    got = [
+        (r["document_id"], r["part_id"], " ".join(r["words"]), " ".join(r["pos_tags"]), " ".join(r["ner_tags"]))
+        for r in ds
+    ]
     assert got == EXPECTED_ONTONOTES
 
 
@@ -372,19 +422,26 @@ def _fixture_documents_with_string_labels():
 
 def _hf_features(pos_names, ner_names):
     v, seq = datasets.Value, datasets.List
-    return datasets.Features({
-        "document_id": v("string"),
-        "sentences": seq({
-            "part_id": v("int32"), "words": seq(v("string")),
-            "pos_tags": seq(datasets.ClassLabel(names=list(pos_names))),
-            "parse_tree": v("string"), "predicate_lemmas": seq(v("string")),
-            "predicate_framenet_ids": seq(v("string")), "word_senses": seq(v("float32")),
-            "speaker": v("string"),
-            "named_entities": seq(datasets.ClassLabel(names=list(ner_names))),
-            "srl_frames": seq({"verb": v("string"), "frames": seq(v("string"))}),
-            "coref_spans": seq(seq(v("int32"), length=3)),
-        }),
-    })
+    return datasets.Features(
+        {
+            "document_id": v("string"),
+            "sentences": seq(
+                {
+                    "part_id": v("int32"),
+                    "words": seq(v("string")),
+                    "pos_tags": seq(datasets.ClassLabel(names=list(pos_names))),
+                    "parse_tree": v("string"),
+                    "predicate_lemmas": seq(v("string")),
+                    "predicate_framenet_ids": seq(v("string")),
+                    "word_senses": seq(v("float32")),
+                    "speaker": v("string"),
+                    "named_entities": seq(datasets.ClassLabel(names=list(ner_names))),
+                    "srl_frames": seq({"verb": v("string"), "frames": seq(v("string"))}),
+                    "coref_spans": seq(seq(v("int32"), length=3)),
+                }
+            ),
+        }
+    )
 
 
 @pytest.mark.parametrize("layout", ["save_to_disk", "dataset_dict", "parquet", "arrow_file"])
@@ -428,8 +485,7 @@ def test_ontonotes_errors(tmp_path):
         D.load_conll2012_ontonotes(tmp_path / "missing")
     with pytest.raises(FileNotFoundError, match="no data files"):
         D.load_conll2012_ontonotes(tmp_path)
-    doc = {"document_id": "d", "sentences": [{"part_id": 0, "words": ["a"], "pos_tags": [99],
-                                              "named_entities": [0]}]}
+    doc = {"document_id": "d", "sentences": [{"part_id": 0, "words": ["a"], "pos_tags": [99], "named_entities": [0]}]}
     (tmp_path / "x.jsonl").write_text(json.dumps(doc) + "\n")
     with pytest.raises(ValueError, match="pos_tags value 99"):
         D.load_conll2012_ontonotes(tmp_path)

@@ -32,8 +32,12 @@ def test_retrieval_pairs_per_key_are_those_of_the_models_that_have_it():
     full = ["ola:1", "ola:3"]
     caches = {m: _Images({k: img() for k in full}) for m in ("a", "b")}
     caches["c"] = _Images({"ola:1": img()})  # shallow: no order 3
-    s = crosslm.ImageSet(caches={("none", "word"): caches}, families={"a": "encoder", "b": "encoder", "c": "encoder"},
-                         keys=full, model_keys={"c": ["ola:1"]})
+    s = crosslm.ImageSet(
+        caches={("none", "word"): caches},
+        families={"a": "encoder", "b": "encoder", "c": "encoder"},
+        keys=full,
+        model_keys={"c": ["ola:1"]},
+    )
     assert s.with_key("ola:3", ["a", "b", "c"]) == ["a", "b"] and s.with_key("ola:1", ["c", "a"]) == ["c", "a"]
     f = crosslm.retrieval_frame(s, metrics=("pearson",), progress=False)
     pairs = {k: set(zip(g.target, g.source)) for k, g in f.groupby("key")}
@@ -64,17 +68,23 @@ def test_syntax_and_transfer_run_with_a_two_layer_model(tmp_path):
     from olas_utils.toa.taskmaps import ModelPool
 
     smoke = transfer.PROFILES["smoke"]
-    cfg = replace(smoke, models=("splade-tiny", "paraphrase-minilm-l3"), tasks=("dependency",),
-                  sizes=replace(smoke.sizes, n_train=8, n_dev=4, n_test=4, max_words=8))
+    cfg = replace(
+        smoke,
+        models=("splade-tiny", "paraphrase-minilm-l3"),
+        tasks=("dependency",),
+        sizes=replace(smoke.sizes, n_train=8, n_dev=4, n_test=4, max_words=8),
+    )
     splits = transfer.load_splits(cfg.tasks, cfg, seed=0)
     pool = ModelPool(device="cpu", seed=0)
     frame = transfer.run_transfer(cfg.models, splits, cfg, pool, seed=0, checkpoint_dir=tmp_path, progress=False)
     assert {("splade-tiny", "paraphrase-minilm-l3"), ("paraphrase-minilm-l3", "splade-tiny")} <= set(
-        zip(frame.source, frame.target))
+        zip(frame.source, frame.target)
+    )
     train, dev, test = splits["dependency"]
     scfg = replace(syntax_study.PROFILES["smoke"], keys=("ola:1", "ola:3", "rollout"))
-    parser = syntax_study.parser_frame(["splade-tiny"], train, dev, test, pool, scfg, seed=0, checkpoint_dir=tmp_path,
-                                       progress=False)
+    parser = syntax_study.parser_frame(
+        ["splade-tiny"], train, dev, test, pool, scfg, seed=0, checkpoint_dir=tmp_path, progress=False
+    )
     ola = parser[(parser.model == "splade-tiny") & (parser.condition == "ola")]
     assert list(ola.key) == ["ola:1", "rollout"]
     probes = syntax_study.probe_frame(["splade-tiny"], test, pool, keys=["ola:2", "ola:3"], progress=False)

@@ -8,15 +8,18 @@ from dataclasses import replace
 import pytest
 
 from olas_utils.studies import syntax as syntax_study
-
 from olas_utils.studies import transfer
 from olas_utils.studies.tables import write_table
 from olas_utils.toa.taskmaps import ModelPool
 
 pytestmark = pytest.mark.real_model
 
-REDUCED = replace(transfer.PROFILES["smoke"], models=("minilm-l6", "mpnet-base"), tasks=("pos", "dependency"),
-                  sizes=replace(transfer.PROFILES["smoke"].sizes, n_train=10, n_dev=6, n_test=6, max_words=10))
+REDUCED = replace(
+    transfer.PROFILES["smoke"],
+    models=("minilm-l6", "mpnet-base"),
+    tasks=("pos", "dependency"),
+    sizes=replace(transfer.PROFILES["smoke"].sizes, n_train=10, n_dev=6, n_test=6, max_words=10),
+)
 
 
 def test_reduced_runs_write_identical_tables(tmp_path):
@@ -24,12 +27,24 @@ def test_reduced_runs_write_identical_tables(tmp_path):
     texts = []
     for run in range(2):
         pool = ModelPool(device="cpu", seed=0)
-        frame = transfer.run_transfer(REDUCED.models, splits, REDUCED, pool, seed=0,
-                                      checkpoint_dir=tmp_path / f"ckpt{run}", progress=False)
+        frame = transfer.run_transfer(
+            REDUCED.models, splits, REDUCED, pool, seed=0, checkpoint_dir=tmp_path / f"ckpt{run}", progress=False
+        )
         train, dev, test = splits["dependency"]
-        parser = syntax_study.parser_frame(["minilm-l6"], train, dev, test, pool, syntax_study.PROFILES["smoke"],
-                                           seed=0, checkpoint_dir=tmp_path / f"ckpt{run}", progress=False)
-        paths = write_table(frame, tmp_path / f"run{run}" / "transfer") + write_table(parser, tmp_path / f"run{run}" / "parser")
+        parser = syntax_study.parser_frame(
+            ["minilm-l6"],
+            train,
+            dev,
+            test,
+            pool,
+            syntax_study.PROFILES["smoke"],
+            seed=0,
+            checkpoint_dir=tmp_path / f"ckpt{run}",
+            progress=False,
+        )
+        paths = write_table(frame, tmp_path / f"run{run}" / "transfer") + write_table(
+            parser, tmp_path / f"run{run}" / "parser"
+        )
         texts.append([p.read_bytes() for p in paths])
         # trained afresh each run. Per transfer task: 2 models × 3 variants, plus the tokenizer-only and
         # position-only controls, whose word-level inputs are the same for both encoders (one checkpoint

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from olas_utils.similarity.imagecache import extract_to_cache, merge_shards, open_cache, shard_root
 from olas_utils.data.corpus import build_chunks
+from olas_utils.similarity.imagecache import extract_to_cache, merge_shards, open_cache, shard_root
 
 N_CHUNKS = 24
 SETTINGS = dict(orders=[1, 2], baselines=["rollout"], protocol="paper", image_size=16, batch_size=4, seed=0)
@@ -23,10 +23,40 @@ def one_thread_env():
 @pytest.mark.real_model
 def test_two_cpu_processes_equal_single_process(tmp_path):
     merged_root = tmp_path / "merged"
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29517",
-           "-m", "olas_utils.similarity.distributed", "--model", "minilm-l6", "--n-chunks", str(N_CHUNKS), "--orders", "1", "2",
-           "--baselines", "rollout", "--image-size", "16", "--batch-size", "4", "--cache-root", str(merged_root), "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        "29517",
+        "-m",
+        "olas_utils.similarity.distributed",
+        "--model",
+        "minilm-l6",
+        "--n-chunks",
+        str(N_CHUNKS),
+        "--orders",
+        "1",
+        "2",
+        "--baselines",
+        "rollout",
+        "--image-size",
+        "16",
+        "--batch-size",
+        "4",
+        "--cache-root",
+        str(merged_root),
+        "-q",
+    ]
     r = subprocess.run(cmd, env=one_thread_env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     merged = open_cache(merged_root)
@@ -34,12 +64,19 @@ def test_two_cpu_processes_equal_single_process(tmp_path):
     assert not shard_root(merged_root, 0, 2).exists()  # shards removed after the merge
 
     # reference: one process, one thread (thread count can change float bits)
-    code = ("import sys, torch; torch.set_num_threads(1);"
-            "from olas_utils.similarity.imagecache import extract_to_cache; from olas_utils.data.corpus import build_chunks;"
-            f"extract_to_cache('minilm-l6', build_chunks(n_chunks={N_CHUNKS}, seed=0), cache_root=sys.argv[1],"
-            " orders=[1, 2], baselines=['rollout'], protocol='paper', image_size=16, batch_size=4, seed=0, progress=False)")
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "single")], env=one_thread_env(),
-                       capture_output=True, text=True, timeout=600)
+    code = (
+        "import sys, torch; torch.set_num_threads(1);"
+        "from olas_utils.similarity.imagecache import extract_to_cache; from olas_utils.data.corpus import build_chunks;"
+        f"extract_to_cache('minilm-l6', build_chunks(n_chunks={N_CHUNKS}, seed=0), cache_root=sys.argv[1],"
+        " orders=[1, 2], baselines=['rollout'], protocol='paper', image_size=16, batch_size=4, seed=0, progress=False)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "single")],
+        env=one_thread_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     single = open_cache(tmp_path / "single")
     assert {k: v for k, v in single.manifest.items()} == merged.manifest

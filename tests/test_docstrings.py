@@ -21,14 +21,20 @@ def public_objects():
                 yield f"{mod.__name__}.{name}", obj
                 if inspect.isclass(obj):
                     for mname, m in vars(obj).items():
-                        if not mname.startswith("_") and (inspect.isfunction(m) or isinstance(m, (classmethod, staticmethod, property))):
+                        if not mname.startswith("_") and (
+                            inspect.isfunction(m) or isinstance(m, (classmethod, staticmethod, property))
+                        ):
                             yield f"{mod.__name__}.{name}.{mname}", m
 
 
 def test_every_public_api_has_a_docstring():
     missing = []
     for qual, obj in public_objects():
-        target = obj.__func__ if isinstance(obj, (classmethod, staticmethod)) else (obj.fget if isinstance(obj, property) else obj)
+        target = (
+            obj.__func__
+            if isinstance(obj, (classmethod, staticmethod))
+            else (obj.fget if isinstance(obj, property) else obj)
+        )
         if not (inspect.getdoc(target) or "").strip():
             missing.append(qual)
     assert not missing, "public API without a docstring:\n" + "\n".join(missing)
@@ -36,4 +42,9 @@ def test_every_public_api_has_a_docstring():
 
 def test_the_check_sees_the_modules():
     quals = {q for q, _ in public_objects()}
-    assert {"olas_utils.extract.extract_ola", "olas_utils.ola.OrderAccumulator.add_layer", "olas_utils.zoo.load.load_model", "olas_utils.data.ud.load_ud_ewt"} <= quals
+    assert {
+        "olas_utils.extract.extract_ola",
+        "olas_utils.ola.OrderAccumulator.add_layer",
+        "olas_utils.zoo.load.load_model",
+        "olas_utils.data.ud.load_ud_ewt",
+    } <= quals

@@ -8,8 +8,16 @@ from olas_utils.capture import AttentionCapture, head_average
 from olas_utils.extract import extract_ola
 from olas_utils.ola import ola_from_layers
 
-DEFAULT = ["minilm-l6", "mpnet-base", "e5-small", "paraphrase-minilm-l3", "splade-tiny", "smollm2-135m", "gemma3-270m",
-           "qwen2.5-0.5b"]
+DEFAULT = [
+    "minilm-l6",
+    "mpnet-base",
+    "e5-small",
+    "paraphrase-minilm-l3",
+    "splade-tiny",
+    "smollm2-135m",
+    "gemma3-270m",
+    "qwen2.5-0.5b",
+]
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +78,7 @@ def test_padded_batch_equals_each_sentence_alone(zoo_model, name, ewt_sentences)
         for key in ("layer:0", "layer:-1"):
             assert (batched[key][i] - alone[key][0]).abs().max().item() <= 1e-5
         # rollout grows like 2^N: compare relative to its row sums
-        scale = 2.0 ** lm.num_layers
+        scale = 2.0**lm.num_layers
         assert ((batched["rollout"][i] - alone["rollout"][0]).abs().max() / scale).item() <= 1e-5
     # rows of every order sum to 1; causal models give lower-triangular maps
     for k in orders:
@@ -87,8 +95,9 @@ def test_padded_batch_equals_each_sentence_alone(zoo_model, name, ewt_sentences)
 def test_word_level_rows_plus_special_sum_to_one(zoo_model, ewt_sentences):
     lm = zoo_model("qwen2.5-0.5b")
     # a property of the Clark et al. pooling rule (rows averaged, columns summed)
-    res = extract_ola(lm.model, lm.tokenizer, ewt_sentences[:3], orders=(1, 2), level="word", pooling="clark",
-                      progress=False)
+    res = extract_ola(
+        lm.model, lm.tokenizer, ewt_sentences[:3], orders=(1, 2), level="word", pooling="clark", progress=False
+    )
     for i, words in enumerate(ewt_sentences[:3]):
         m, sp = res["ola:2"][i], res.special["ola:2"][i]
         assert m.shape == (len(words), len(words))
@@ -116,7 +125,9 @@ def test_too_long_sentence_is_an_error_by_default(zoo_model, long_words):
     from olas_utils.extract import max_tokens
 
     assert max_tokens(lm.model, lm.tokenizer) == 512
-    with pytest.raises(ValueError, match=r"sentence 1 has \d+ tokens, more than the model's maximum of 512.*truncation='warn'"):
+    with pytest.raises(
+        ValueError, match=r"sentence 1 has \d+ tokens, more than the model's maximum of 512.*truncation='warn'"
+    ):
         extract_ola(lm.model, lm.tokenizer, [["A", "short", "one", "."], long_words], orders=(1,), progress=False)
     with pytest.raises(ValueError, match="truncation must be 'error' or 'warn'"):
         extract_ola(lm.model, lm.tokenizer, [long_words], truncation="cut", progress=False)
@@ -131,8 +142,13 @@ def test_truncation_warn_cuts_at_a_word_boundary(zoo_model, long_words, level):
     short = ["A", "short", "one", "."]
     n_full = len(tokenize_words(lm.tokenizer, [long_words]).tokens[0])
     assert n_full > 512
-    with pytest.warns(UserWarning, match=rf"sentence 1: {n_full} → \d+ tokens, kept the first \d+ of {len(long_words)} words \(\d+ words, \d+ tokens cut\)"):
-        res = extract_ola(lm.model, lm.tokenizer, [short, long_words], orders=(1, 2), level=level, truncation="warn", progress=False)
+    with pytest.warns(
+        UserWarning,
+        match=rf"sentence 1: {n_full} → \d+ tokens, kept the first \d+ of {len(long_words)} words \(\d+ words, \d+ tokens cut\)",
+    ):
+        res = extract_ola(
+            lm.model, lm.tokenizer, [short, long_words], orders=(1, 2), level=level, truncation="warn", progress=False
+        )
     keep = len(res.words[1])
     assert res.words[0] == short and res.words[1] == long_words[:keep] and 0 < keep < len(long_words)
     # the cut is the longest whole-word prefix that fits: one more word would not

@@ -129,7 +129,14 @@ def test_semeval_hand_case():
     ce = r["per_type"]["Cause-Effect"]
     assert (ce["tp"], ce["n_pred"], ce["n_gold"]) == (1, 3, 3)
     assert ce["precision"] == pytest.approx(1 / 3) and ce["f1"] == pytest.approx(1 / 3)
-    assert r["per_type"]["Message-Topic"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "tp": 0, "n_pred": 0, "n_gold": 1}
+    assert r["per_type"]["Message-Topic"] == {
+        "precision": 0.0,
+        "recall": 0.0,
+        "f1": 0.0,
+        "tp": 0,
+        "n_pred": 0,
+        "n_gold": 1,
+    }
     pp = r["per_type"]["Product-Producer"]
     assert (pp["tp"], pp["n_pred"], pp["n_gold"]) == (0, 1, 0)
     assert set(r["per_type"]) == set(SEMEVAL_RELATIONS)
@@ -172,7 +179,7 @@ def _reference_official(gold, pred):
 def test_semeval_random_against_references():
     sklearn_metrics = pytest.importorskip("sklearn.metrics")
     rng = random.Random(0)
-    for trial in range(30):
+    for _trial in range(30):
         n = rng.randint(5, 200)
         gold = [rng.choice(SEMEVAL_LABELS) for _ in range(n)]
         # predictions: often the gold, sometimes the flipped direction, sometimes random

@@ -26,7 +26,13 @@ def test_notebook_smoke(path, tmp_path):
         progress=False,
     )
     nb = json.loads(out.read_text())
-    errors = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [
+        o
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert not errors
     figures = list((tmp_path / "figures").glob("*.png"))
     assert figures, "the notebook wrote no figure"

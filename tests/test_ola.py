@@ -71,7 +71,7 @@ def test_rollout_is_binomial_sum_of_orders(n_layers):
 
 def test_rows_sum_to_one_for_stochastic_inputs():
     layers = random_stochastic(6, 2, 7, seed=3)
-    for k, m in ola_from_layers(layers, range(7)).items():
+    for _k, m in ola_from_layers(layers, range(7)).items():
         torch.testing.assert_close(m.sum(-1), torch.ones(2, 7, dtype=torch.float64), rtol=0, atol=1e-12)
 
 

@@ -7,7 +7,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _pins(lines):
-    return {m.group(1).lower(): m.group(2) for m in (re.match(r"\s*-?\s*([A-Za-z0-9_.\-]+)==(\S+)", l) for l in lines) if m}
+    return {
+        m.group(1).lower(): m.group(2) for m in (re.match(r"\s*-?\s*([A-Za-z0-9_.\-]+)==(\S+)", l) for l in lines) if m
+    }
 
 
 def test_environment_yml_mirrors_requirements():

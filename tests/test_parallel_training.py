@@ -23,8 +23,10 @@ def runs(tmp_path_factory):
     data they were built from."""
     cache = tmp_path_factory.mktemp("maps")
     kw = {"n": 20, "min_words": 3, "max_words": 10, "seed": 0}
-    train, dev = load_task("dependency", "train", **kw), load_task("dependency", "dev", n=8, min_words=3,
-                                                                     max_words=10, seed=0)
+    train, dev = (
+        load_task("dependency", "train", **kw),
+        load_task("dependency", "dev", n=8, min_words=3, max_words=10, seed=0),
+    )
     import os
 
     old = os.environ.get("OLAS_CACHE_DIR")
@@ -34,9 +36,15 @@ def runs(tmp_path_factory):
 
         def job(inputs, ckpt):
             x_tr, x_dv = (store.examples("minilm-l6", d, ["ola:1"], inputs=inputs) for d in (train, dev))
-            return adapter_job((x_tr, train), (x_dv, dev), CFG, provenance=provenance(["minilm-l6"], ["ola:1"], "word",
-                                                                                        inputs=inputs),
-                               checkpoint_dir=ckpt, desc=inputs)
+            return adapter_job(
+                (x_tr, train),
+                (x_dv, dev),
+                CFG,
+                provenance=provenance(["minilm-l6"], ["ola:1"], "word", inputs=inputs),
+                checkpoint_dir=ckpt,
+                desc=inputs,
+            )
+
         yield job
     finally:
         if old is None:
@@ -53,8 +61,10 @@ def test_workers_give_the_weights_of_the_same_runs_trained_here_and_train_a_shar
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the workers' thread count: the reference is the same computation
     try:
-        want = {k: fit_adapter(**runs(k.split()[0].replace("position", "position-only"), ref), progress=False)
-                for k in ("ola", "position")}
+        want = {
+            k: fit_adapter(**runs(k.split()[0].replace("position", "position-only"), ref), progress=False)
+            for k in ("ola", "position")
+        }
     finally:
         torch.set_num_threads(threads)
     for k in ("ola", "position"):
@@ -63,8 +73,9 @@ def test_workers_give_the_weights_of_the_same_runs_trained_here_and_train_a_shar
         assert got[k][1]["curve"] == want[k][1]["curve"] and got[k][1]["best_epoch"] == want[k][1]["best_epoch"]
     for a, b in zip(got["ola"][0].state_dict().values(), got["ola again"][0].state_dict().values()):
         assert torch.equal(a, b)
-    assert not all(torch.equal(a, b) for a, b in zip(got["ola"][0].state_dict().values(),
-                                                     got["position"][0].state_dict().values()))
+    assert not all(
+        torch.equal(a, b) for a, b in zip(got["ola"][0].state_dict().values(), got["position"][0].state_dict().values())
+    )
 
 
 def test_parallel_training_refuses_jobs_it_cannot_hand_back(runs, tmp_path):
@@ -93,23 +104,34 @@ def test_thousands_of_examples_reach_the_workers(runs, tmp_path):
     import resource
 
     job = runs("ola", tmp_path)
-    many = [replace(e, image=e.image.clone(), positions=e.positions.clone(), labels=e.labels.clone(),
-                    heads=e.heads.clone()) for e in job["examples"] * 60]  # 4 distinct tensors each
+    many = [
+        replace(e, image=e.image.clone(), positions=e.positions.clone(), labels=e.labels.clone(), heads=e.heads.clone())
+        for e in job["examples"] * 60
+    ]  # 4 distinct tensors each
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     limit = min(1024, soft)  # a common default (Jupyter kernels often have it)
     assert 4 * len(many) > limit
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
     try:
-        (model, info), = fit_many({"many": {**job, "examples": many, "data": _repeat(job["data"], 60),
-                                            "cfg": replace(job["cfg"], epochs=1)}}, workers=2, progress=False).values()
+        ((model, info),) = fit_many(
+            {"many": {**job, "examples": many, "data": _repeat(job["data"], 60), "cfg": replace(job["cfg"], epochs=1)}},
+            workers=2,
+            progress=False,
+        ).values()
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert info["steps"] > 0 and len(list(tmp_path.glob("*.pt"))) == 1
 
 
 def _repeat(data, times):
-    return replace(data, words=data.words * times, labels=data.labels * times, heads=data.heads * times,
-                   rows=data.rows * times, upos=None if data.upos is None else data.upos * times)
+    return replace(
+        data,
+        words=data.words * times,
+        labels=data.labels * times,
+        heads=data.heads * times,
+        rows=data.rows * times,
+        upos=None if data.upos is None else data.upos * times,
+    )
 
 
 def test_multi_source_examples_take_sentence_i_from_source_i_mod_k():

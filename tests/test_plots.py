@@ -62,9 +62,11 @@ def test_heatmap_has_a_colour_bar_with_the_value_range_and_thinned_ticks():
 def test_grouped_heatmaps_put_a_colour_bar_on_every_panel_and_a_caption():
     maps = [torch.rand(5, 5) for _ in range(4)]
     labels = list("abcde")
-    fig = grouped_heatmaps([[("m1", maps[0], labels), ("m2", maps[1], labels)],
-                            [("", maps[2], labels), ("", maps[3], labels)]],
-                           row_titles=["with sinks", "sinks removed"], caption="Models: m1, m2. Order 1.")
+    fig = grouped_heatmaps(
+        [[("m1", maps[0], labels), ("m2", maps[1], labels)], [("", maps[2], labels), ("", maps[3], labels)]],
+        row_titles=["with sinks", "sinks removed"],
+        caption="Models: m1, m2. Order 1.",
+    )
     bars = _colorbar_label(fig)
     assert bars == [f"weight: {float(x.min()):.3g} to {float(x.max()):.3g}" for x in maps]
     assert any(t.get_text() == "Models: m1, m2. Order 1." for t in fig.texts)

@@ -48,8 +48,9 @@ def test_released_preprocessing_by_hand():
     big = torch.rand(70, 70, generator=torch.Generator().manual_seed(0))
     small = to_image(big, causal=False, image_size=50, protocol="released")
     pre = to_image(big, causal=False, image_size=70, protocol="released")
-    ref = torch.nn.functional.interpolate(pre[None, None], size=(50, 50), mode="bilinear", align_corners=False,
-                                          antialias=True)[0, 0]
+    ref = torch.nn.functional.interpolate(
+        pre[None, None], size=(50, 50), mode="bilinear", align_corners=False, antialias=True
+    )[0, 0]
     torch.testing.assert_close(small, ref, rtol=1e-5, atol=1e-6)
 
 
@@ -62,12 +63,15 @@ def test_one_forward_pass_serves_every_protocol(zoo_model, tmp_path):
     calls = []
     handle = lm.model.register_forward_hook(lambda *a: calls.append(1))
     try:
-        multi = extract_protocols(lm, chunks, protocols=["released", "paper", "word"], cache_dir=tmp_path / "m",
-                                  **SETTINGS)
+        multi = extract_protocols(
+            lm, chunks, protocols=["released", "paper", "word"], cache_dir=tmp_path / "m", **SETTINGS
+        )
         n_multi = len(calls)
         calls.clear()
-        single = {p: extract_to_cache(lm, chunks, protocol=p, cache_dir=tmp_path / "s", **SETTINGS)
-                  for p in ("released", "paper", "word")}
+        single = {
+            p: extract_to_cache(lm, chunks, protocol=p, cache_dir=tmp_path / "s", **SETTINGS)
+            for p in ("released", "paper", "word")
+        }
         n_single = len(calls)
     finally:
         handle.remove()
@@ -82,10 +86,20 @@ def test_one_forward_pass_serves_every_protocol(zoo_model, tmp_path):
         extract_protocols(lm, chunks, protocols=["released", "paper", "word"], cache_dir=tmp_path / "m", **SETTINGS)
         # a new protocol next to complete ones: one pass, only the new folder is written
         assert not calls
-        assert cache_complete(lm, chunks, protocols=["paper", "word"], cache_dir=tmp_path / "s", **{
-            k: v for k, v in SETTINGS.items() if k != "progress"})
-        assert not cache_complete(lm, chunks, protocols=["paper"], cache_dir=tmp_path / "nowhere", **{
-            k: v for k, v in SETTINGS.items() if k != "progress"})
+        assert cache_complete(
+            lm,
+            chunks,
+            protocols=["paper", "word"],
+            cache_dir=tmp_path / "s",
+            **{k: v for k, v in SETTINGS.items() if k != "progress"},
+        )
+        assert not cache_complete(
+            lm,
+            chunks,
+            protocols=["paper"],
+            cache_dir=tmp_path / "nowhere",
+            **{k: v for k, v in SETTINGS.items() if k != "progress"},
+        )
     finally:
         handle.remove()
 
@@ -108,8 +122,7 @@ def test_protocols_resume_from_different_stages(zoo_model, tmp_path):
     with pytest.raises(Stop):
         extract_to_cache(lm, chunks, protocol="word", cache_dir=tmp_path, on_batch=stop_after_1, **SETTINGS)
     both = extract_protocols(lm, chunks, protocols=["paper", "word", "released"], cache_dir=tmp_path, **SETTINGS)
-    fresh = extract_protocols(lm, chunks, protocols=["paper", "word", "released"], cache_dir=tmp_path / "f",
-                              **SETTINGS)
+    fresh = extract_protocols(lm, chunks, protocols=["paper", "word", "released"], cache_dir=tmp_path / "f", **SETTINGS)
     for p in both:
         assert both[p].progress["complete"]
         for key in KEYS:
@@ -124,8 +137,15 @@ def test_controls_built_only_when_incomplete_and_uniform_is_neutral(tmp_path, mo
     from olas_utils.zoo import controls
 
     chunks = build_chunks(n_chunks=10, seed=0)
-    kw = dict(orders=[1], baselines=["rollout"], protocols=["released", "paper", "word"],
-              controls=["uniform", "random"], batch_size=5, progress=False, cache_dir=tmp_path)
+    kw = dict(
+        orders=[1],
+        baselines=["rollout"],
+        protocols=["released", "paper", "word"],
+        controls=["uniform", "random"],
+        batch_size=5,
+        progress=False,
+        cache_dir=tmp_path,
+    )
     first = crosslm.extract_images(["minilm-l6", "mpnet-base"], chunks, **kw)
     assert ("minilm-l6", "random") in first.built and ("mpnet-base", "random") in first.built
 

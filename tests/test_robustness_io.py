@@ -14,13 +14,13 @@ import time
 import numpy as np
 import pytest
 import torch
-
-from olas_utils.extract import OLAMaps, extract_ola
-from olas_utils.similarity.imagecache import extract_to_cache, folder as cache_folder, open_cache
-from olas_utils.ui.cli import main, read_sentences
-from olas_utils.data.corpus import build_chunks
-
 from test_cache import tiny
+
+from olas_utils.data.corpus import build_chunks
+from olas_utils.extract import OLAMaps, extract_ola
+from olas_utils.similarity.imagecache import extract_to_cache, open_cache
+from olas_utils.similarity.imagecache import folder as cache_folder
+from olas_utils.ui.cli import main, read_sentences
 
 SENTS = [["The", "cat", "sat", "."], ["A", "dog", "barked", "loudly", "."]]
 
@@ -48,6 +48,7 @@ def _same(a, b):
 
 
 # -- 3. cache integrity ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("damage", ["truncate", "zero", "delete"])
 def test_damaged_arrays_are_detected_and_overwrite_recovers(tmp_path, built, bert, chunks, damage):
@@ -115,9 +116,18 @@ def test_complete_cache_on_a_read_only_filesystem_is_reused(built, bert, chunks,
 
 
 def test_failed_save_leaves_no_tmp(tmp_path):
-    maps = OLAMaps(maps={"ola:1": [torch.eye(2)]}, tokens=[["a", "b"]], words=[["a", "b"]],
-                   word_ids=[torch.tensor([0, 1])], model_name="m", num_layers=1, is_causal=False,
-                   level="subword", capture_path="interface", dtype="float32")
+    maps = OLAMaps(
+        maps={"ola:1": [torch.eye(2)]},
+        tokens=[["a", "b"]],
+        words=[["a", "b"]],
+        word_ids=[torch.tensor([0, 1])],
+        model_name="m",
+        num_layers=1,
+        is_causal=False,
+        level="subword",
+        capture_path="interface",
+        dtype="float32",
+    )
     target = tmp_path / "out"
     target.mkdir()
     with pytest.raises(OSError, match="out"):
@@ -128,15 +138,22 @@ def test_failed_save_leaves_no_tmp(tmp_path):
 
 # -- 6. argument errors ---------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def model_tok(bert):
     return bert.model, bert.tokenizer
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"sentences": None}, "sentences"), ({"sentences": 5}, "sentences"),
-    ({"orders": 2}, "orders"), ({"batch_size": 2.5}, "batch_size"), ({"batch_size": "8"}, "batch_size"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"sentences": None}, "sentences"),
+        ({"sentences": 5}, "sentences"),
+        ({"orders": 2}, "orders"),
+        ({"batch_size": 2.5}, "batch_size"),
+        ({"batch_size": "8"}, "batch_size"),
+    ],
+)
 def test_bad_arguments_name_the_argument(model_tok, kwargs, match):
     m, tok = model_tok
     args = {"sentences": SENTS, **kwargs}
@@ -218,14 +235,17 @@ def test_cli_output_directory_leaves_no_tmp(tmp_path, capsys):
     assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
 
 
-@pytest.mark.parametrize("argv", [
-    ["models", "--bogus"],
-    ["extract", "-m", "minilm-l6", "-i", "x.txt", "-o", "o.pt", "--batch-size", "0"],
-    ["extract", "-m", "minilm-l6", "-i", "x.txt", "-o", "o.pt", "--orders", "-1"],
-    ["similarity", "-m", "a", "b", "-i", "x.txt", "--batch-size", "0"],
-    ["reproduce", "--profile", "nope"],
-    ["reproduce", "--only", "99"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["models", "--bogus"],
+        ["extract", "-m", "minilm-l6", "-i", "x.txt", "-o", "o.pt", "--batch-size", "0"],
+        ["extract", "-m", "minilm-l6", "-i", "x.txt", "-o", "o.pt", "--orders", "-1"],
+        ["similarity", "-m", "a", "b", "-i", "x.txt", "--batch-size", "0"],
+        ["reproduce", "--profile", "nope"],
+        ["reproduce", "--only", "99"],
+    ],
+)
 def test_bad_usage_exits_2_in_every_subcommand(argv):
     with pytest.raises(SystemExit) as e:
         main(argv)
@@ -239,8 +259,23 @@ def test_unknown_model_id_fails_fast_offline(tmp_path, offline_env):
         env["HF_HUB_OFFLINE"] = "1"
     (tmp_path / "s.txt").write_text("a b\n")
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "olas_utils.ui.cli", "extract", "-m", "no-such-org/no-such-model",
-                        "-i", str(tmp_path / "s.txt"), "-o", str(tmp_path / "o.pt")],
-                       capture_output=True, text=True, timeout=120, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "olas_utils.ui.cli",
+            "extract",
+            "-m",
+            "no-such-org/no-such-model",
+            "-i",
+            str(tmp_path / "s.txt"),
+            "-o",
+            str(tmp_path / "o.pt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert r.returncode == 1 and "no-such-org/no-such-model" in r.stderr
     assert time.monotonic() - t0 < 20

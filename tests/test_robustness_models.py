@@ -24,10 +24,19 @@ def gemma3(bidirectional: bool, vocab_size: int = 300):
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     torch.manual_seed(0)
-    cfg = Gemma3TextConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=128,
-                           sliding_window=4, use_bidirectional_attention=bidirectional,
-                           architectures=["Gemma3ForCausalLM"])
+    cfg = Gemma3TextConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=128,
+        sliding_window=4,
+        use_bidirectional_attention=bidirectional,
+        architectures=["Gemma3ForCausalLM"],
+    )
     cfg._attn_implementation = "eager"
     return Gemma3ForCausalLM(cfg).eval()
 
@@ -42,6 +51,7 @@ def _zoo_tokenizer(name):
 
 
 # -- 1. causality from the config -----------------------------------------------------------
+
 
 def test_bidirectional_gemma3_config_is_an_encoder():
     m = gemma3(bidirectional=True)
@@ -74,8 +84,16 @@ def _llama(**flags):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128, **flags)
+    cfg = LlamaConfig(
+        vocab_size=49152,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=128,
+        **flags,
+    )
     cfg._attn_implementation = "eager"
     return LlamaForCausalLM(cfg).eval()
 
@@ -102,8 +120,7 @@ def test_bidirectional_folder_loads_as_encoder_and_cache_manifest_says_so(tmp_pa
     _zoo_tokenizer("smollm2-135m").save_pretrained(folder)
     lm = load_model(folder, device="cpu")
     assert lm.is_causal is False
-    c = extract_to_cache(lm, SENTS, cache_root=tmp_path / "c", orders=(1,), baselines=(), batch_size=2,
-                         progress=False)
+    c = extract_to_cache(lm, SENTS, cache_root=tmp_path / "c", orders=(1,), baselines=(), batch_size=2, progress=False)
     assert c.manifest["is_causal"] is False
     res = extract_ola(lm.model, lm.tokenizer, SENTS, orders=(1,), progress=False, batch_size=2)
     want = to_image(res["ola:1"][0], causal=False, image_size=50).numpy()
@@ -111,6 +128,7 @@ def test_bidirectional_folder_loads_as_encoder_and_cache_manifest_says_so(tmp_pa
 
 
 # -- 2. tokenizer and model must match ------------------------------------------------------------
+
 
 @pytest.mark.real_model
 @pytest.mark.parametrize("tok_name", ["gemma3-270m", "smollm2-135m"])
@@ -128,6 +146,7 @@ def test_ids_outside_the_embedding_table_are_refused():
 
 
 # -- 4. threads ----------------------------------------------------------------------------------
+
 
 def test_two_threads_on_one_model_get_exact_results_and_restore_the_implementation():
     m = gemma3(bidirectional=False, vocab_size=49152)
@@ -160,6 +179,7 @@ def test_two_threads_on_one_model_get_exact_results_and_restore_the_implementati
 
 # -- 5. unsupported architectures ----------------------------------------------------------------
 
+
 def _tiny_unsupported(kind):
     import transformers as tf
 
@@ -168,19 +188,32 @@ def _tiny_unsupported(kind):
     if kind == "longformer":
         return tf.LongformerModel(tf.LongformerConfig(**small, num_hidden_layers=2, attention_window=4))
     if kind == "bigbird":
-        return tf.BigBirdModel(tf.BigBirdConfig(**small, num_hidden_layers=2, attention_type="block_sparse",
-                                                block_size=2, num_random_blocks=1))
+        return tf.BigBirdModel(
+            tf.BigBirdConfig(
+                **small, num_hidden_layers=2, attention_type="block_sparse", block_size=2, num_random_blocks=1
+            )
+        )
     if kind == "funnel":
-        return tf.FunnelModel(tf.FunnelConfig(vocab_size=30522, d_model=32, n_head=2, d_head=16, d_inner=64,
-                                              block_sizes=[1, 1]))
+        return tf.FunnelModel(
+            tf.FunnelConfig(vocab_size=30522, d_model=32, n_head=2, d_head=16, d_inner=64, block_sizes=[1, 1])
+        )
     if kind == "canine":
-        return tf.CanineModel(tf.CanineConfig(hidden_size=32, num_attention_heads=2, intermediate_size=64,
-                                              num_hidden_layers=2))
+        return tf.CanineModel(
+            tf.CanineConfig(hidden_size=32, num_attention_heads=2, intermediate_size=64, num_hidden_layers=2)
+        )
     return tf.XLNetModel(tf.XLNetConfig(vocab_size=30522, d_model=32, n_head=2, d_inner=64, n_layer=2))
 
 
-@pytest.mark.parametrize("kind,name", [("longformer", "Longformer"), ("bigbird", "BigBird"), ("funnel", "Funnel"),
-                                       ("canine", "Canine"), ("xlnet", "XLNet")])
+@pytest.mark.parametrize(
+    "kind,name",
+    [
+        ("longformer", "Longformer"),
+        ("bigbird", "BigBird"),
+        ("funnel", "Funnel"),
+        ("canine", "Canine"),
+        ("xlnet", "XLNet"),
+    ],
+)
 def test_unsupported_architectures_say_so(kind, name):
     m = _tiny_unsupported(kind).eval()
     tok = _zoo_tokenizer("minilm-l6")
@@ -199,6 +232,7 @@ def test_attention_that_is_not_txt_is_refused_even_without_a_table_entry(kind, m
 
 
 # -- 7. words that look like special tokens -----------------------------------------------------
+
 
 @pytest.mark.parametrize("tok_name", ["minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b"])
 def test_special_looking_words_are_text(tok_name):

@@ -45,8 +45,10 @@ def _mixed(n: int, s: int, seed: int) -> torch.Tensor:
 
 
 def _reference(q, k, **kw):
-    return torch.tensor([[float(tm_ssim(q[i : i + 1], k[j : j + 1], **kw)) for j in range(len(k))]
-                         for i in range(len(q))], dtype=torch.float64)
+    return torch.tensor(
+        [[float(tm_ssim(q[i : i + 1], k[j : j + 1], **kw)) for j in range(len(k))] for i in range(len(q))],
+        dtype=torch.float64,
+    )
 
 
 def test_ssim_matches_torchmetrics_pair_by_pair():
@@ -66,9 +68,16 @@ def test_ssim_options_and_shapes():
     g = torch.Generator().manual_seed(3)
     q = torch.rand(4, 2, 20, 30, generator=g)  # channels, non-square
     k = torch.rand(5, 2, 20, 30, generator=g) * 2
-    for kw in [dict(), dict(data_range=1.0), dict(data_range=(0.1, 0.9)), dict(gaussian_kernel=False, kernel_size=7),
-               dict(sigma=0.8), dict(sigma=(1.2, 0.7)), dict(gaussian_kernel=False, kernel_size=(5, 9)),
-               dict(k1=0.02, k2=0.05)]:
+    for kw in [
+        dict(),
+        dict(data_range=1.0),
+        dict(data_range=(0.1, 0.9)),
+        dict(gaussian_kernel=False, kernel_size=7),
+        dict(sigma=0.8),
+        dict(sigma=(1.2, 0.7)),
+        dict(gaussian_kernel=False, kernel_size=(5, 9)),
+        dict(k1=0.02, k2=0.05),
+    ]:
         got = ssim_matrix(q, k, **kw)
         ref = _reference(q, k, **kw)
         assert (got.double() - ref).abs().max() <= 1e-5, (kw, (got - ref).abs().max())
@@ -116,10 +125,18 @@ def test_ssim_block_paths_match_torchmetrics(size, monkeypatch):
     magnitude, so that blocks take L from the queries, from the keys, and from both."""
     h, w = size
     g = torch.Generator().manual_seed(h * 100 + w)
-    q = torch.cat([torch.rand(5, h, w, generator=g) * torch.logspace(-2, 1, 5)[:, None, None],
-                   _ola_like(4, max(h, w), g)[:, :h, :w]])[:, None]
-    k = torch.cat([torch.rand(6, h, w, generator=g) * torch.logspace(-1.5, 0.5, 6)[:, None, None],
-                   _ola_like(5, max(h, w), g, causal=True)[:, :h, :w]])[:, None]
+    q = torch.cat(
+        [
+            torch.rand(5, h, w, generator=g) * torch.logspace(-2, 1, 5)[:, None, None],
+            _ola_like(4, max(h, w), g)[:, :h, :w],
+        ]
+    )[:, None]
+    k = torch.cat(
+        [
+            torch.rand(6, h, w, generator=g) * torch.logspace(-1.5, 0.5, 6)[:, None, None],
+            _ola_like(5, max(h, w), g, causal=True)[:, :h, :w],
+        ]
+    )[:, None]
     rq = (q.flatten(1).amax(1) - q.flatten(1).amin(1)).tolist()
     rk = (k.flatten(1).amax(1) - k.flatten(1).amin(1)).tolist()
     assert _modes(rq, rk, 3, 4) == {"q", "k", "mix"}
@@ -194,12 +211,14 @@ def test_pearson_matches_numpy():
 
 
 def test_hit_at_k_hand_made():
-    s = np.array([
-        [0.9, 0.1, 0.2, 0.3],  # own key first
-        [0.5, 0.4, 0.6, 0.1],  # own key third
-        [0.2, 0.2, 0.2, 0.2],  # all tied
-        [0.1, 0.7, 0.2, 0.7],  # tied with one other key for first
-    ])
+    s = np.array(
+        [
+            [0.9, 0.1, 0.2, 0.3],  # own key first
+            [0.5, 0.4, 0.6, 0.1],  # own key third
+            [0.2, 0.2, 0.2, 0.2],  # all tied
+            [0.1, 0.7, 0.2, 0.7],  # tied with one other key for first
+        ]
+    )
     assert true_match_ranks(s).tolist() == [0, 2, 3, 1]
     assert true_match_ranks(s, ties="optimistic").tolist() == [0, 2, 0, 0]
     assert hit_at_k(s, 1) == 0.25
@@ -229,7 +248,13 @@ def test_retrieval_table():
     for metric in ("ssim", "pearson"):
         rows = retrieval_table({"A": a, "B": b.numpy(), "C": c}, metric=metric, ks=(1, 5), progress=False)
         assert [(r["target"], r["source"]) for r in rows] == [
-            ("A", "B"), ("A", "C"), ("B", "A"), ("B", "C"), ("C", "A"), ("C", "B")]
+            ("A", "B"),
+            ("A", "C"),
+            ("B", "A"),
+            ("B", "C"),
+            ("C", "A"),
+            ("C", "B"),
+        ]
         by = {(r["target"], r["source"]): r for r in rows}
         assert by["A", "B"]["hit@1"] == by["B", "A"]["hit@1"] == 1.0
         assert by["A", "C"]["hit@5"] < 1.0

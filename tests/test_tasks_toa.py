@@ -48,19 +48,31 @@ def test_task_contents_match_readers():
 
 def _toy(kind, words, labels, **kw):
     names = tuple(sorted({x for s in labels for x in (s if kind != "relation" else [s])}))
-    return TaskData(task={"token": "ner-uner", "relation": "relation", "dependency": "dependency"}[kind], kind=kind,
-                    split="train", words=words, labels=labels, label_names=names, rows=list(range(len(words))), **kw)
+    return TaskData(
+        task={"token": "ner-uner", "relation": "relation", "dependency": "dependency"}[kind],
+        kind=kind,
+        split="train",
+        words=words,
+        labels=labels,
+        label_names=names,
+        rows=list(range(len(words))),
+        **kw,
+    )
 
 
 def test_trivial_baseline_hand_cases():
-    tr = _toy("token", [["the", "Cat", "sat"], ["the", "cat", "ran"], ["a", "cat", "sat"]],
-              [["O", "B-PER", "O"], ["O", "O", "O"], ["O", "B-PER", "O"]])
+    tr = _toy(
+        "token",
+        [["the", "Cat", "sat"], ["the", "cat", "ran"], ["a", "cat", "sat"]],
+        [["O", "B-PER", "O"], ["O", "O", "O"], ["O", "B-PER", "O"]],
+    )
     te = _toy("token", [["The", "cat", "flew"]], [["O", "O", "O"]])
     assert trivial_baseline(tr, te) == [["O", "B-PER", "O"]]  # cat: B-PER 2 vs O 1; unknown word: O
     # dependency: heads all point left -> left chain chosen
     dtr = _toy("dependency", [["a", "b", "c"]], [["root", "dep", "dep"]], heads=[[0, 1, 2]], upos=[["X", "X", "X"]])
-    dte = _toy("dependency", [["b", "z", "a", "c"]], [["root", "dep", "dep", "dep"]], heads=[[0, 1, 1, 3]],
-               upos=[["X"] * 4])
+    dte = _toy(
+        "dependency", [["b", "z", "a", "c"]], [["root", "dep", "dep", "dep"]], heads=[[0, 1, 1, 3]], upos=[["X"] * 4]
+    )
     assert trivial_baseline(dtr, dte) == [([0, 1, 2, 3], ["dep", "dep", "root", "dep"])]
     rtr = _toy("relation", [["x"]] * 3, ["Other", "Cause-Effect(e1,e2)", "Other"], spans=[((0, 1), (0, 1))] * 3)
     assert trivial_baseline(rtr, rtr) == ["Other"] * 3
@@ -130,14 +142,21 @@ def test_dependency_adapter_runs_at_both_levels(zoo_model, level, tmp_path):
     te = load_task("dependency", "test", n=6, max_words=12, seed=0)
     ex = {}
     for d in (tr, te):
-        maps = extract_ola(lm.model, lm.tokenizer, d.words, orders=(1,), rollout=False, layers=(), progress=False,
-                           level=level)
+        maps = extract_ola(
+            lm.model, lm.tokenizer, d.words, orders=(1,), rollout=False, layers=(), progress=False, level=level
+        )
         ex[d.split] = build_examples(maps, d, ["ola:1"])
     if level == "subword":  # the image axis holds every token, the targets one per word
         assert any(e.image.shape[-1] > len(e.positions) for e in ex["train"])
-    model, info = fit_adapter(ex["train"], tr, adapter_config("tiny", n_channels(["ola:1"])),
-                              TrainConfig(epochs=2, batch_size=4), checkpoint_dir=tmp_path,
-                              head_kwargs={"arc_dim": 16, "label_dim": 8}, progress=False)
+    model, info = fit_adapter(
+        ex["train"],
+        tr,
+        adapter_config("tiny", n_channels(["ola:1"])),
+        TrainConfig(epochs=2, batch_size=4),
+        checkpoint_dir=tmp_path,
+        head_kwargs={"arc_dim": 16, "label_dim": 8},
+        progress=False,
+    )
     assert info["steps"] > 0 and len(list(tmp_path.glob("dependency-*.pt"))) == 1
     s = evaluate(model, ex["test"], te)
     assert set(s) == {"uas", "las", "uas_nopunct", "las_nopunct"}
@@ -162,10 +181,10 @@ def test_load_task_rejects_non_positive_n():
 def test_adapters_for_two_models_get_their_own_checkpoints_and_kinds_are_checked(zoo_model, tmp_path, monkeypatch):
     import warnings
 
-    from olas_utils.toa.features import build_examples, n_channels
     from olas_utils.extract import OLAMaps
-    from olas_utils.toa.taskmaps import ModelPool, task_maps
+    from olas_utils.toa.features import build_examples, n_channels
     from olas_utils.toa.fit import adapter_config, evaluate, fit_adapter
+    from olas_utils.toa.taskmaps import ModelPool, task_maps
     from olas_utils.toa.train import TrainConfig
 
     monkeypatch.setenv("OLAS_CACHE_DIR", str(tmp_path / "cache"))
@@ -176,8 +195,14 @@ def test_adapters_for_two_models_get_their_own_checkpoints_and_kinds_are_checked
     models = {}
     for name in ("minilm-l6", "smollm2-135m"):
         x = build_examples(task_maps(pool, name, rel, progress=False).to_words(), rel, ["ola:1", "ola:2"])
-        models[name], _ = fit_adapter(x, rel, adapter_config("tiny", n_channels(["ola:1", "ola:2"])),
-                                      TrainConfig(epochs=1), checkpoint_dir=tmp_path / "ck", progress=False)
+        models[name], _ = fit_adapter(
+            x,
+            rel,
+            adapter_config("tiny", n_channels(["ola:1", "ola:2"])),
+            TrainConfig(epochs=1),
+            checkpoint_dir=tmp_path / "ck",
+            progress=False,
+        )
     assert len(list((tmp_path / "ck").glob("relation-*.pt"))) == 2
     x_pos = build_examples(task_maps(pool, "minilm-l6", pos, progress=False).to_words(), pos, ["ola:1", "ola:2"])
     with pytest.raises(ValueError, match="relation model"):

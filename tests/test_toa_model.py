@@ -64,10 +64,12 @@ def test_relation_head_pools_span_means():
     head = RelationHead(4, 5, dropout=0.0).eval()
     feats = torch.rand(2, 6, 4)
     spans = torch.tensor([[[0, 2], [3, 6]], [[1, 2], [4, 5]]])
-    expected = torch.stack([
-        torch.cat([feats[0, 0:2].mean(0), feats[0, 3:6].mean(0)]),
-        torch.cat([feats[1, 1:2].mean(0), feats[1, 4:5].mean(0)]),
-    ])
+    expected = torch.stack(
+        [
+            torch.cat([feats[0, 0:2].mean(0), feats[0, 3:6].mean(0)]),
+            torch.cat([feats[1, 1:2].mean(0), feats[1, 4:5].mean(0)]),
+        ]
+    )
     torch.testing.assert_close(head(feats, spans=spans), head.out(expected))
     with pytest.raises(ValueError, match="non-empty"):
         head(feats, spans=torch.tensor([[[2, 2], [3, 4]], [[0, 1], [1, 2]]]))
@@ -112,7 +114,9 @@ def test_training_learns_and_predictions_do_not_depend_on_batch(kind):
     alone = [predict(model, [e])[0] for e in ex]
     assert predict(model, ex, batch_size=4) == alone
     if kind == "token":  # memorised the 6 training sentences
-        acc = sum(a == b for p, e in zip(alone, ex) for a, b in zip(p, e.labels.tolist())) / sum(len(e.labels) for e in ex)
+        acc = sum(a == b for p, e in zip(alone, ex) for a, b in zip(p, e.labels.tolist())) / sum(
+            len(e.labels) for e in ex
+        )
         assert acc > 0.9
     if kind == "dependency":
         assert all(sorted(h).count(0) == 1 for h, _ in alone)  # single-root trees
@@ -166,12 +170,21 @@ def test_training_killed_by_sigkill_resumes_to_identical_weights(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(_SCRIPT.format(tests=os.path.dirname(__file__)))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    ref = subprocess.run([sys.executable, str(script), str(tmp_path / "ref.pt"), str(tmp_path / "ref_w.pt")],
-                         env=env, capture_output=True, text=True, check=True)
+    ref = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "ref.pt"), str(tmp_path / "ref_w.pt")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     total = json.loads(ref.stdout.strip().splitlines()[-1])["steps"]
     ckpt = tmp_path / "killed.pt"
-    proc = subprocess.Popen([sys.executable, str(script), str(ckpt), str(tmp_path / "w.pt")], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(ckpt), str(tmp_path / "w.pt")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.time() + 120
     while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)
@@ -181,8 +194,13 @@ def test_training_killed_by_sigkill_resumes_to_identical_weights(tmp_path):
     proc.wait()
     assert not (tmp_path / "w.pt").exists()
     leftovers = [p.name for p in tmp_path.iterdir() if ".tmp" in p.name]
-    res = subprocess.run([sys.executable, str(script), str(ckpt), str(tmp_path / "w.pt")], env=env,
-                         capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [sys.executable, str(script), str(ckpt), str(tmp_path / "w.pt")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     info = json.loads(res.stdout.strip().splitlines()[-1])
     assert 0 < info["resumed_from"] < total, info
     a, b = torch.load(tmp_path / "ref_w.pt"), torch.load(tmp_path / "w.pt")
@@ -214,20 +232,29 @@ def test_checkpoint_write_errors_name_the_path(tmp_path, monkeypatch):
     monkeypatch.setattr(torch, "save", full)
     ex = _examples("token", n=4)
     with pytest.raises(OSError) as ei:
-        train_model(TOAModel(TINY, "token", 3), ex, TrainConfig(epochs=1, checkpoint_every=1),
-                    checkpoint=tmp_path / "ck" / "run.pt", progress=False)
+        train_model(
+            TOAModel(TINY, "token", 3),
+            ex,
+            TrainConfig(epochs=1, checkpoint_every=1),
+            checkpoint=tmp_path / "ck" / "run.pt",
+            progress=False,
+        )
     assert ei.value.errno == errno.ENOSPC and str(tmp_path / "ck" / "run.pt") in str(ei.value)
     assert not list((tmp_path / "ck").iterdir())  # nothing half-written left behind
 
 
 def test_one_word_images_train_without_nan_and_bad_inputs_fail_loudly():
-    ex = _examples("token", n=4) + [Example(image=torch.rand(2, 1, 1), positions=torch.arange(1), labels=torch.tensor([1]))]
+    ex = _examples("token", n=4) + [
+        Example(image=torch.rand(2, 1, 1), positions=torch.arange(1), labels=torch.tensor([1]))
+    ]
     torch.manual_seed(0)
     m = TOAModel(TINY, "token", 3)
     info = train_model(m, ex, TrainConfig(epochs=3, batch_size=1, noise_p=1.0), progress=False)
     assert all(torch.isfinite(torch.tensor(info["losses"])))
     assert all(torch.isfinite(p).all() for p in m.parameters())
-    bad = [Example(image=torch.full((2, 3, 3), float("nan")), positions=torch.arange(3), labels=torch.tensor([0, 1, 2]))]
+    bad = [
+        Example(image=torch.full((2, 3, 3), float("nan")), positions=torch.arange(3), labels=torch.tensor([0, 1, 2]))
+    ]
     with pytest.raises(FloatingPointError, match="non-finite training loss"):
         train_model(TOAModel(TINY, "token", 3), bad, TrainConfig(epochs=1), progress=False)
     with pytest.raises(ValueError, match="lr must be > 0"):

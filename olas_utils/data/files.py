@@ -30,8 +30,19 @@ import datasets
 from olas_utils.settings import data_dir as _resolve_data_dir
 
 __all__ = [
-    "DataFormatError", "DataChecksumError", "RESTORE_HINT", "STR_SEQ", "INT_SEQ", "verify_enabled", "verify_file",
-    "text_lines", "canonical_split", "data_file", "file_key", "to_dataset", "to_columns",
+    "DataFormatError",
+    "DataChecksumError",
+    "RESTORE_HINT",
+    "STR_SEQ",
+    "INT_SEQ",
+    "verify_enabled",
+    "verify_file",
+    "text_lines",
+    "canonical_split",
+    "data_file",
+    "file_key",
+    "to_dataset",
+    "to_columns",
 ]
 
 STR_SEQ = datasets.List(datasets.Value("string"))
@@ -39,8 +50,10 @@ INT_SEQ = datasets.List(datasets.Value("int64"))
 
 #: what a damaged or cut data file's format error tells the user to do (verify=False skips only
 #: the checksum, never the format checks)
-RESTORE_HINT = ("restore the original file (data/README.md says where each dataset comes from), or repair "
-                "your own copy at that line")
+RESTORE_HINT = (
+    "restore the original file (data/README.md says where each dataset comes from), or repair "
+    "your own copy at that line"
+)
 
 
 class DataFormatError(ValueError):
@@ -74,9 +87,12 @@ def _warn_unverified(path: Path, dataset: str) -> None:
     if str(path) in _WARNED:
         return
     _WARNED.add(str(path))
-    warnings.warn(f"{dataset}: {path} is read without checking it against SHA256SUMS (verify=False or "
-                  f"OLAS_DATA_VERIFY=0): results from an edited or damaged copy are not verified",
-                  UserWarning, stacklevel=4)
+    warnings.warn(
+        f"{dataset}: {path} is read without checking it against SHA256SUMS (verify=False or "
+        f"OLAS_DATA_VERIFY=0): results from an edited or damaged copy are not verified",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -109,8 +125,10 @@ def _read_sums(path: str, _mtime_ns: int, _size: int) -> dict[str, str]:
             continue
         m = _SUMS_LINE.match(line)
         if m is None:
-            raise DataFormatError(f"{path}:{lineno}: not a '<sha256>  <file>' line: {line!r}; restore the data "
-                                  f"folder's SHA256SUMS (or remove it to skip the checks)")
+            raise DataFormatError(
+                f"{path}:{lineno}: not a '<sha256>  <file>' line: {line!r}; restore the data "
+                f"folder's SHA256SUMS (or remove it to skip the checks)"
+            )
         name = m.group(2).strip()
         out[name[2:] if name.startswith("./") else name] = m.group(1).lower()
     return out
@@ -171,11 +189,13 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
                 if "\ufeff" in line:
                     raise DataFormatError(
                         f"{path}:{lineno}: a byte-order mark (U+FEFF, BOM) inside the file, which would become "
-                        f"part of a word; files joined with their BOMs? Remove it, or {RESTORE_HINT}")
+                        f"part of a word; files joined with their BOMs? Remove it, or {RESTORE_HINT}"
+                    )
                 yield lineno, line.rstrip("\n")
     except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path}:{lineno + 1}: not UTF-8 ({e.reason} at byte {e.start} of the read block); "
-                              f"{RESTORE_HINT}") from None
+        raise DataFormatError(
+            f"{path}:{lineno + 1}: not UTF-8 ({e.reason} at byte {e.start} of the read block); {RESTORE_HINT}"
+        ) from None
 
 
 def canonical_split(split: str, aliases: Mapping[str, str], dataset: str) -> str:
@@ -247,4 +267,3 @@ def to_columns(rows: Iterable[Mapping], names: Sequence[str]) -> dict[str, tuple
         for n in names:
             cols[n].append(row[n])
     return {n: tuple(v) for n, v in cols.items()}
-

@@ -22,9 +22,26 @@ __all__ = ["ONTONOTES_NER_LABELS", "ONTONOTES_POS_LABELS", "load_conll2012_onton
 #: The 37 IOB2 named-entity labels of HF ``conll2012_ontonotesv5`` (index = stored int).
 ONTONOTES_NER_LABELS: tuple[str, ...] = ("O",) + tuple(
     f"{p}-{t}"
-    for t in ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "DATE", "TIME",
-              "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL", "EVENT",
-              "WORK_OF_ART", "LAW", "LANGUAGE")
+    for t in (
+        "PERSON",
+        "NORP",
+        "FAC",
+        "ORG",
+        "GPE",
+        "LOC",
+        "PRODUCT",
+        "DATE",
+        "TIME",
+        "PERCENT",
+        "MONEY",
+        "QUANTITY",
+        "ORDINAL",
+        "CARDINAL",
+        "EVENT",
+        "WORK_OF_ART",
+        "LAW",
+        "LANGUAGE",
+    )
     for p in ("B", "I")
 )
 
@@ -32,22 +49,80 @@ ONTONOTES_NER_LABELS: tuple[str, ...] = ("O",) + tuple(
 #: (index = stored int). english_v12 uses a different list; data carrying its own
 #: ClassLabel names (arrow / parquet / ``save_to_disk`` folders) is decoded with those.
 ONTONOTES_POS_LABELS: tuple[str, ...] = (
-    "XX", "``", "$", "''", ",", "-LRB-", "-RRB-", ".", ":", "ADD", "AFX", "CC", "CD", "DT",
-    "EX", "FW", "HYPH", "IN", "JJ", "JJR", "JJS", "LS", "MD", "NFP", "NN", "NNP", "NNPS",
-    "NNS", "PDT", "POS", "PRP", "PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB",
-    "VBD", "VBG", "VBN", "VBP", "VBZ", "WDT", "WP", "WP$", "WRB",
+    "XX",
+    "``",
+    "$",
+    "''",
+    ",",
+    "-LRB-",
+    "-RRB-",
+    ".",
+    ":",
+    "ADD",
+    "AFX",
+    "CC",
+    "CD",
+    "DT",
+    "EX",
+    "FW",
+    "HYPH",
+    "IN",
+    "JJ",
+    "JJR",
+    "JJS",
+    "LS",
+    "MD",
+    "NFP",
+    "NN",
+    "NNP",
+    "NNPS",
+    "NNS",
+    "PDT",
+    "POS",
+    "PRP",
+    "PRP$",
+    "RB",
+    "RBR",
+    "RBS",
+    "RP",
+    "SYM",
+    "TO",
+    "UH",
+    "VB",
+    "VBD",
+    "VBG",
+    "VBN",
+    "VBP",
+    "VBZ",
+    "WDT",
+    "WP",
+    "WP$",
+    "WRB",
 )
 
 
-_ONTONOTES_FEATURES = datasets.Features({
-    "document_id": datasets.Value("string"), "part_id": datasets.Value("int64"),
-    "words": STR_SEQ, "pos_tags": STR_SEQ, "ner_tags": STR_SEQ,
-})
+_ONTONOTES_FEATURES = datasets.Features(
+    {
+        "document_id": datasets.Value("string"),
+        "part_id": datasets.Value("int64"),
+        "words": STR_SEQ,
+        "pos_tags": STR_SEQ,
+        "ner_tags": STR_SEQ,
+    }
+)
 _ONTONOTES_SPLIT_NAMES = {
-    "train": ("train",), "validation": ("validation", "dev", "valid"), "test": ("test",),
+    "train": ("train",),
+    "validation": ("validation", "dev", "valid"),
+    "test": ("test",),
 }
-_ONTONOTES_SPLITS = {"train": "train", "validation": "validation", "dev": "validation",
-                     "valid": "validation", "val": "validation", "test": "test"}
+_ONTONOTES_SPLITS = {
+    "train": "train",
+    "validation": "validation",
+    "dev": "validation",
+    "valid": "validation",
+    "val": "validation",
+    "test": "test",
+}
 _DATA_SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".arrow": "arrow"}
 
 
@@ -87,13 +162,14 @@ def _decode_labels(values: Sequence, names: Sequence[str], field: str, doc_id: s
         elif isinstance(v, int) and 0 <= v < len(names):
             out.append(names[v])
         else:
-            raise ValueError(f"document {doc_id!r}: {field} value {v!r} is not an index into "
-                             f"the {len(names)}-label list (english_v4 expected)")
+            raise ValueError(
+                f"document {doc_id!r}: {field} value {v!r} is not an index into "
+                f"the {len(names)}-label list (english_v4 expected)"
+            )
     return tuple(out)
 
 
-def _ontonotes_rows(documents: Iterable[Mapping], pos_names: Sequence[str],
-                    ner_names: Sequence[str]) -> Iterator[dict]:
+def _ontonotes_rows(documents: Iterable[Mapping], pos_names: Sequence[str], ner_names: Sequence[str]) -> Iterator[dict]:
     """Flatten HF conll2012 documents to one row per sentence."""
     for doc in documents:
         doc_id = str(doc["document_id"])
@@ -102,10 +178,17 @@ def _ontonotes_rows(documents: Iterable[Mapping], pos_names: Sequence[str],
             pos = _decode_labels(sent["pos_tags"], pos_names, "pos_tags", doc_id)
             ner = _decode_labels(sent["named_entities"], ner_names, "named_entities", doc_id)
             if not len(words) == len(pos) == len(ner):
-                raise ValueError(f"document {doc_id!r}: words, pos_tags and named_entities "
-                                 f"differ in length ({len(words)}, {len(pos)}, {len(ner)})")
-            yield {"document_id": doc_id, "part_id": int(sent.get("part_id") or 0),
-                   "words": words, "pos_tags": pos, "ner_tags": ner}
+                raise ValueError(
+                    f"document {doc_id!r}: words, pos_tags and named_entities "
+                    f"differ in length ({len(words)}, {len(pos)}, {len(ner)})"
+                )
+            yield {
+                "document_id": doc_id,
+                "part_id": int(sent.get("part_id") or 0),
+                "words": words,
+                "pos_tags": pos,
+                "ner_tags": ner,
+            }
 
 
 def _read_json_documents(path: Path) -> list[dict]:
@@ -120,7 +203,8 @@ def _split_of_file(path: Path) -> set[str]:
     """Which split names (train / validation / test) a data file's name mentions."""
     stem = path.name.lower()
     return {
-        split for split, names in _ONTONOTES_SPLIT_NAMES.items()
+        split
+        for split, names in _ONTONOTES_SPLIT_NAMES.items()
         if any(re.search(rf"(^|[^a-z]){n}([^a-z]|$)", stem) for n in names)
     }
 
@@ -132,18 +216,26 @@ def _ontonotes_data_files(folder: Path, split: str | None) -> list[Path]:
         FileNotFoundError: no JSON / parquet / arrow file (of that split) in the folder.
         ValueError: files of several splits and no ``split`` given, or mixed formats.
     """
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in _DATA_SUFFIXES
-                   and p.name not in ("dataset_info.json", "state.json", "dataset_dict.json"))
+    files = sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file()
+        and p.suffix in _DATA_SUFFIXES
+        and p.name not in ("dataset_info.json", "state.json", "dataset_dict.json")
+    )
     if split is not None:
         files = [p for p in files if split in _split_of_file(p)]
     if not files:
         what = f"{split} " if split else ""
-        raise FileNotFoundError(f"no {what}data files (*.jsonl, *.json, *.parquet, *.arrow) in "
-                                f"{folder}; point at a conll2012_ontonotesv5 split file or folder")
+        raise FileNotFoundError(
+            f"no {what}data files (*.jsonl, *.json, *.parquet, *.arrow) in "
+            f"{folder}; point at a conll2012_ontonotesv5 split file or folder"
+        )
     seen = set().union(*(_split_of_file(p) for p in files))
     if split is None and len(seen) > 1:
-        raise ValueError(f"{folder} holds files of several splits ({sorted(seen)}); "
-                         f"pass split=... or point at one split's file")
+        raise ValueError(
+            f"{folder} holds files of several splits ({sorted(seen)}); pass split=... or point at one split's file"
+        )
     if len({_DATA_SUFFIXES[p.suffix] for p in files}) > 1:
         raise ValueError(f"{folder} mixes data formats ({[p.name for p in files]}); keep one")
     return files
@@ -154,8 +246,7 @@ def _load_hf_saved(folder: Path, split: str | None) -> datasets.Dataset:
     loaded = datasets.load_from_disk(str(folder))
     if isinstance(loaded, datasets.DatasetDict):
         if split is None or split not in loaded:
-            raise ValueError(f"{folder} is a DatasetDict with splits {sorted(loaded)}; "
-                             f"pass split= one of them")
+            raise ValueError(f"{folder} is a DatasetDict with splits {sorted(loaded)}; pass split= one of them")
         return loaded[split]
     return loaded
 
@@ -191,8 +282,9 @@ def _verify_tree(path: Path, verify: bool | None) -> None:
         verify_file(f, "CoNLL-2012 OntoNotes", verify=True)
 
 
-def load_conll2012_ontonotes(path_or_split_dir: str | os.PathLike,
-                             split: str | None = None, *, verify: bool | None = None) -> datasets.Dataset:
+def load_conll2012_ontonotes(
+    path_or_split_dir: str | os.PathLike, split: str | None = None, *, verify: bool | None = None
+) -> datasets.Dataset:
     """CoNLL-2012 OntoNotes 5.0 NER in the Hugging Face ``conll2012_ontonotesv5`` layout.
 
     OntoNotes is LDC-licensed and not part of the offline data; this reads a copy users
@@ -234,7 +326,8 @@ def load_conll2012_ontonotes(path_or_split_dir: str | os.PathLike,
         raise FileNotFoundError(
             f"CoNLL-2012 OntoNotes data {path} not found. OntoNotes is not in the offline "
             f"data; pass the folder or file of an HF conll2012_ontonotesv5 (english_v4) copy "
-            f"(see data/README.md)")
+            f"(see data/README.md)"
+        )
     canon = None if split is None else canonical_split(split, _ONTONOTES_SPLITS, "CoNLL-2012")
     _verify_tree(path, verify)
     documents, features = _ontonotes_documents(path, canon)

@@ -32,17 +32,23 @@ __all__ = ["SEMEVAL_LABELS", "tokenize_semeval", "load_semeval2010_task8"]
 
 
 _SEMEVAL_RELATIONS = (
-    "Cause-Effect", "Component-Whole", "Content-Container", "Entity-Destination",
-    "Entity-Origin", "Instrument-Agency", "Member-Collection", "Message-Topic",
+    "Cause-Effect",
+    "Component-Whole",
+    "Content-Container",
+    "Entity-Destination",
+    "Entity-Origin",
+    "Instrument-Agency",
+    "Member-Collection",
+    "Message-Topic",
     "Product-Producer",
 )
 
 #: The 19 SemEval-2010 Task 8 labels: the 9 relations in alphabetical order, each as
 #: ``(e1,e2)`` then ``(e2,e1)``, then ``Other`` last (index 18). This is the order of the
 #: Hugging Face ``sem_eval_2010_task_8`` ClassLabel, so integer ids agree with it.
-SEMEVAL_LABELS: tuple[str, ...] = tuple(
-    f"{rel}{d}" for rel in _SEMEVAL_RELATIONS for d in ("(e1,e2)", "(e2,e1)")
-) + ("Other",)
+SEMEVAL_LABELS: tuple[str, ...] = tuple(f"{rel}{d}" for rel in _SEMEVAL_RELATIONS for d in ("(e1,e2)", "(e2,e1)")) + (
+    "Other",
+)
 
 
 _SEMEVAL_TAG = re.compile(r"(</?e[12]>)")
@@ -121,32 +127,42 @@ def _semeval_blocks(path: Path) -> Iterator[tuple[int, list[str]]]:
                 raise DataFormatError(
                     f"{path}:{lineno}: expected the blank line that ends the example of line {start} (an example "
                     f"is an ID line, a label line and a 'Comment:' line, then a blank line), got {line[:60]!r}; "
-                    f"{RESTORE_HINT}")
+                    f"{RESTORE_HINT}"
+                )
             yield start, block
             block = []
         elif blank:
             if block:
                 what = "label line" if len(block) == 1 else "'Comment:' line"
-                raise DataFormatError(f"{path}:{lineno}: expected the {what} of the example of line {start}, "
-                                      f"got a blank line; {RESTORE_HINT}")
+                raise DataFormatError(
+                    f"{path}:{lineno}: expected the {what} of the example of line {start}, "
+                    f"got a blank line; {RESTORE_HINT}"
+                )
         else:
             if not block:
                 start = lineno
                 if _SEMEVAL_HEADER.match(line) is None:
-                    raise DataFormatError(f"{path}:{lineno}: expected an 'ID<TAB>\"sentence\"' line, got "
-                                          f"{line[:60]!r}; {RESTORE_HINT}")
+                    raise DataFormatError(
+                        f"{path}:{lineno}: expected an 'ID<TAB>\"sentence\"' line, got {line[:60]!r}; {RESTORE_HINT}"
+                    )
             elif len(block) == 1 and line.strip() not in SEMEVAL_LABELS:
-                raise DataFormatError(f"{path}:{lineno}: expected one of the 19 labels (e.g. 'Other', "
-                                      f"'Cause-Effect(e1,e2)'), got {line[:60]!r}; {RESTORE_HINT}")
+                raise DataFormatError(
+                    f"{path}:{lineno}: expected one of the 19 labels (e.g. 'Other', "
+                    f"'Cause-Effect(e1,e2)'), got {line[:60]!r}; {RESTORE_HINT}"
+                )
             elif len(block) == 2 and not line.startswith("Comment"):
-                raise DataFormatError(f"{path}:{lineno}: expected the 'Comment:' line of the example of line "
-                                      f"{start}, got {line[:60]!r}; {RESTORE_HINT}")
+                raise DataFormatError(
+                    f"{path}:{lineno}: expected the 'Comment:' line of the example of line "
+                    f"{start}, got {line[:60]!r}; {RESTORE_HINT}"
+                )
             block.append(line)
     if len(block) == 3:
         yield start, block
     elif block:
-        raise DataFormatError(f"{path}:{start}: the file ends inside the example that starts here (it has "
-                              f"{len(block)} of its 3 lines): the file looks cut; {RESTORE_HINT}")
+        raise DataFormatError(
+            f"{path}:{start}: the file ends inside the example that starts here (it has "
+            f"{len(block)} of its 3 lines): the file looks cut; {RESTORE_HINT}"
+        )
 
 
 def _semeval_row(path: Path, lineno: int, block: list[str]) -> dict:
@@ -162,15 +178,28 @@ def _semeval_row(path: Path, lineno: int, block: list[str]) -> dict:
         relation, direction = _semeval_label_parts(label)
     except ValueError as e:
         raise DataFormatError(f"{path}:{lineno}: {e}") from e
-    return {"id": header.group(1), "words": tuple(words), "e1_span": e1, "e2_span": e2,
-            "label": label, "relation": relation, "direction": direction}
+    return {
+        "id": header.group(1),
+        "words": tuple(words),
+        "e1_span": e1,
+        "e2_span": e2,
+        "label": label,
+        "relation": relation,
+        "direction": direction,
+    }
 
 
-_SEMEVAL_FEATURES = datasets.Features({
-    "id": datasets.Value("string"), "words": STR_SEQ, "e1_span": INT_SEQ, "e2_span": INT_SEQ,
-    "label": datasets.Value("string"), "relation": datasets.Value("string"),
-    "direction": datasets.Value("string"),
-})
+_SEMEVAL_FEATURES = datasets.Features(
+    {
+        "id": datasets.Value("string"),
+        "words": STR_SEQ,
+        "e1_span": INT_SEQ,
+        "e2_span": INT_SEQ,
+        "label": datasets.Value("string"),
+        "relation": datasets.Value("string"),
+        "direction": datasets.Value("string"),
+    }
+)
 
 
 @functools.lru_cache(maxsize=8)
@@ -186,8 +215,9 @@ _SEMEVAL_FILES = {
 }
 
 
-def load_semeval2010_task8(split: str, data_dir: str | os.PathLike | None = None, *,
-                           verify: bool | None = None) -> datasets.Dataset:
+def load_semeval2010_task8(
+    split: str, data_dir: str | os.PathLike | None = None, *, verify: bool | None = None
+) -> datasets.Dataset:
     """SemEval-2010 Task 8 relation classification (full release).
 
     Files: train ``SemEval2010_task8_training/TRAIN_FILE.TXT`` (8,000 examples), test

@@ -19,7 +19,6 @@ UNER English-EWT and UD English-EWT hold the same sentences, so their OLA maps a
 (:mod:`olas_utils.toa.taskmaps` keys maps by the words only).
 """
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -64,14 +63,33 @@ def _held_out(split: str) -> dict:
 
 TASKS: dict[str, TaskSpec] = {
     "pos": TaskSpec("pos", "token", "CoNLL-2000", {**_held_out("train"), "test": "test"}, "pos", "accuracy"),
-    "ner-conll2003": TaskSpec("ner-conll2003", "token", "CoNLL-2003", {"train": "train", "dev": "dev", "test": "test"},
-                              "ner_tags", "entity F1"),
-    "ner-uner": TaskSpec("ner-uner", "token", "UNER English-EWT", {**_held_out("dev"), "test": "test"},
-                         "ner_tags", "entity F1"),
-    "relation": TaskSpec("relation", "relation", "SemEval-2010 Task 8", {**_held_out("train"), "test": "test"},
-                         "label", "macro-F1 (official)"),
-    "dependency": TaskSpec("dependency", "dependency", "UD English-EWT", {"train": "train", "dev": "dev", "test": "test"},
-                           "deprels", "UAS / LAS"),
+    "ner-conll2003": TaskSpec(
+        "ner-conll2003",
+        "token",
+        "CoNLL-2003",
+        {"train": "train", "dev": "dev", "test": "test"},
+        "ner_tags",
+        "entity F1",
+    ),
+    "ner-uner": TaskSpec(
+        "ner-uner", "token", "UNER English-EWT", {**_held_out("dev"), "test": "test"}, "ner_tags", "entity F1"
+    ),
+    "relation": TaskSpec(
+        "relation",
+        "relation",
+        "SemEval-2010 Task 8",
+        {**_held_out("train"), "test": "test"},
+        "label",
+        "macro-F1 (official)",
+    ),
+    "dependency": TaskSpec(
+        "dependency",
+        "dependency",
+        "UD English-EWT",
+        {"train": "train", "dev": "dev", "test": "test"},
+        "deprels",
+        "UAS / LAS",
+    ),
 }
 
 
@@ -113,8 +131,9 @@ class TaskData:
 
     def fingerprint(self) -> str:
         """SHA-256 over the words and gold annotation (cache keys)."""
-        return sha256_text(legacy_json([self.task, self.split, self.words, self.labels, self.heads, self.spans],
-                                       default=list))
+        return sha256_text(
+            legacy_json([self.task, self.split, self.words, self.labels, self.heads, self.spans], default=list)
+        )
 
     def label_ids(self, i: int) -> list[int] | int:
         """Class ids of sentence ``i`` (labels unknown to the vocabulary get -100, which the
@@ -170,8 +189,16 @@ def _reader_split(spec: TaskSpec, split: str) -> tuple[str, str | None]:
     return (v, None) if isinstance(v, str) else (v[0], v[1])
 
 
-def load_task(task: str, split: str, *, n: int | None = None, max_words: int | None = None,
-              min_words: int = 2, seed: int = 0, data_dir=None) -> TaskData:
+def load_task(
+    task: str,
+    split: str,
+    *,
+    n: int | None = None,
+    max_words: int | None = None,
+    min_words: int = 2,
+    seed: int = 0,
+    data_dir=None,
+) -> TaskData:
     """Read a task split, optionally a seeded subset of sentences within a length range.
 
     Args:
@@ -199,20 +226,39 @@ def load_task(task: str, split: str, *, n: int | None = None, max_words: int | N
     reader_split, part = _reader_split(spec, split)
     ds = _reader(task)(reader_split, data_dir=data_dir)
     words_all = ds["words"]
-    in_part = {None: lambda i: True, "rest": lambda i: i % HELD_OUT_EVERY != HELD_OUT_EVERY - 1,
-               "tenth": lambda i: i % HELD_OUT_EVERY == HELD_OUT_EVERY - 1}[part]
-    keep = [i for i, w in enumerate(words_all)
-            if in_part(i) and len(w) >= min_words and (max_words is None or len(w) <= max_words)]
+    in_part = {
+        None: lambda i: True,
+        "rest": lambda i: i % HELD_OUT_EVERY != HELD_OUT_EVERY - 1,
+        "tenth": lambda i: i % HELD_OUT_EVERY == HELD_OUT_EVERY - 1,
+    }[part]
+    keep = [
+        i
+        for i, w in enumerate(words_all)
+        if in_part(i) and len(w) >= min_words and (max_words is None or len(w) <= max_words)
+    ]
     if not keep:
         raise ValueError(f"no {task}/{split} sentence has {min_words}..{max_words} words")
     if n is not None and n < len(keep):
         rng = np.random.default_rng(seed)
         keep = sorted(rng.choice(keep, size=n, replace=False).tolist())
     sub = ds.select(keep)
-    out = TaskData(task=task, kind=spec.kind, split=split, words=[list(w) for w in sub["words"]],
-                   labels=[], label_names=label_vocabulary(task, data_dir), rows=list(keep),
-                   meta={"n": n, "max_words": max_words, "min_words": min_words, "seed": seed,
-                         "reader_split": reader_split, "part": part})
+    out = TaskData(
+        task=task,
+        kind=spec.kind,
+        split=split,
+        words=[list(w) for w in sub["words"]],
+        labels=[],
+        label_names=label_vocabulary(task, data_dir),
+        rows=list(keep),
+        meta={
+            "n": n,
+            "max_words": max_words,
+            "min_words": min_words,
+            "seed": seed,
+            "reader_split": reader_split,
+            "part": part,
+        },
+    )
     if spec.kind == "token":
         out.labels = [list(t) for t in sub[spec.label_field]]
     elif spec.kind == "relation":

@@ -33,10 +33,17 @@ from olas_utils.data.files import (
 __all__ = ["read_conllu", "load_ud_ewt"]
 
 
-_UD_FEATURES = datasets.Features({
-    "sent_id": datasets.Value("string"), "text": datasets.Value("string"), "words": STR_SEQ,
-    "upos": STR_SEQ, "xpos": STR_SEQ, "heads": INT_SEQ, "deprels": STR_SEQ,
-})
+_UD_FEATURES = datasets.Features(
+    {
+        "sent_id": datasets.Value("string"),
+        "text": datasets.Value("string"),
+        "words": STR_SEQ,
+        "upos": STR_SEQ,
+        "xpos": STR_SEQ,
+        "heads": INT_SEQ,
+        "deprels": STR_SEQ,
+    }
+)
 
 
 _CONLLU_ID = re.compile(r"\d+|\d+-\d+|\d+\.\d+")
@@ -68,17 +75,22 @@ def _conllu_blocks(path: Path) -> Iterator[tuple[list[int], list[str], bool]]:
             continue
         fields = line.split("\t")
         if len(fields) != 10:
-            raise DataFormatError(f"{path}:{lineno}: expected the 10 tab-separated CoNLL-U columns "
-                                  f"({_CONLLU_COLUMNS}), got {len(fields)}: {line[:80]!r}; {RESTORE_HINT}")
+            raise DataFormatError(
+                f"{path}:{lineno}: expected the 10 tab-separated CoNLL-U columns "
+                f"({_CONLLU_COLUMNS}), got {len(fields)}: {line[:80]!r}; {RESTORE_HINT}"
+            )
         if not _CONLLU_ID.fullmatch(fields[0]):
             raise DataFormatError(f"{path}:{lineno}: ID {fields[0]!r} is not N, N-M or N.K; {RESTORE_HINT}")
         if fields[0].isdigit():
             if int(fields[0]) != expect:
-                raise DataFormatError(f"{path}:{lineno}: word ID {fields[0]}, expected {expect} (a line is missing "
-                                      f"or out of place); {RESTORE_HINT}")
+                raise DataFormatError(
+                    f"{path}:{lineno}: word ID {fields[0]}, expected {expect} (a line is missing "
+                    f"or out of place); {RESTORE_HINT}"
+                )
             if not fields[6].isdigit():
-                raise DataFormatError(f"{path}:{lineno}: HEAD {fields[6]!r} of word {fields[0]} is not a word "
-                                      f"index; {RESTORE_HINT}")
+                raise DataFormatError(
+                    f"{path}:{lineno}: HEAD {fields[6]!r} of word {fields[0]} is not a word index; {RESTORE_HINT}"
+                )
             expect += 1
     if lines:
         yield nums, lines, False
@@ -115,8 +127,10 @@ def _conllu_row(sentence, index: int, source: str, nums: list[int]) -> dict:
     heads = [tok["head"] for tok in words]
     for tok, head in zip(words, heads):
         if not isinstance(head, int) or not 0 <= head <= len(words):
-            raise DataFormatError(f"{source}: sentence {sent_id!r} (line {nums[0]}) word {tok['id']} has head "
-                                  f"{head!r}, not in 0..{len(words)}; {RESTORE_HINT}")
+            raise DataFormatError(
+                f"{source}: sentence {sent_id!r} (line {nums[0]}) word {tok['id']} has head "
+                f"{head!r}, not in 0..{len(words)}; {RESTORE_HINT}"
+            )
     return {
         "sent_id": sent_id,
         "text": sentence.metadata.get("text", " ".join(forms)),
@@ -142,8 +156,10 @@ def _conllu_rows(path: Path) -> Iterator[dict]:
         try:
             sentence = conllu.parse_token_and_metadata("\n".join(lines))
         except (conllu.exceptions.ParseException, KeyError, ValueError, IndexError, TypeError) as e:
-            raise DataFormatError(f"{path}:{nums[0]}: conllu cannot read the sentence starting here "
-                                  f"({type(e).__name__}: {e}); {RESTORE_HINT}") from e
+            raise DataFormatError(
+                f"{path}:{nums[0]}: conllu cannot read the sentence starting here "
+                f"({type(e).__name__}: {e}); {RESTORE_HINT}"
+            ) from e
         if not closed:
             text = sentence.metadata.get("text")
             spelled = text is None or _surface_text(lines) == "".join(text.split())
@@ -151,7 +167,8 @@ def _conllu_rows(path: Path) -> Iterator[dict]:
             if not (spelled and rooted):
                 raise DataFormatError(
                     f"{path}:{nums[-1]}: the file ends inside a sentence (no closing blank line, and its words "
-                    f"{'do not spell its # text' if not spelled else 'have no root'}): it looks cut; {RESTORE_HINT}")
+                    f"{'do not spell its # text' if not spelled else 'have no root'}): it looks cut; {RESTORE_HINT}"
+                )
         yield _conllu_row(sentence, index, str(path), nums)
 
 
@@ -199,8 +216,9 @@ def read_conllu(path: str | os.PathLike, *, verify: bool | None = None) -> datas
 _EWT_SPLITS = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}
 
 
-def load_ud_ewt(split: str, data_dir: str | os.PathLike | None = None, *,
-                verify: bool | None = None) -> datasets.Dataset:
+def load_ud_ewt(
+    split: str, data_dir: str | os.PathLike | None = None, *, verify: bool | None = None
+) -> datasets.Dataset:
     """UD English-EWT dependency treebank: ``ud_english_ewt/en_ewt-ud-{split}.conllu``.
 
     Args:

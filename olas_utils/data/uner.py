@@ -29,9 +29,7 @@ from olas_utils.data.files import (
 __all__ = ["load_uner_ewt"]
 
 
-_UNER_FEATURES = datasets.Features(
-    {"sent_id": datasets.Value("string"), "words": STR_SEQ, "ner_tags": STR_SEQ}
-)
+_UNER_FEATURES = datasets.Features({"sent_id": datasets.Value("string"), "words": STR_SEQ, "ner_tags": STR_SEQ})
 _UNER_TOKEN_LINE = re.compile(r"^\d+\t")
 
 
@@ -66,21 +64,27 @@ def _uner_sentences(path: Path) -> Iterator[dict]:
         else:
             fields = line.split("\t")
             if len(fields) != 5:
-                raise DataFormatError(f"{path}:{lineno}: expected 5 tab-separated fields 'index token tag - "
-                                      f"annotator', got {len(fields)}: {line!r}; {RESTORE_HINT}")
+                raise DataFormatError(
+                    f"{path}:{lineno}: expected 5 tab-separated fields 'index token tag - "
+                    f"annotator', got {len(fields)}: {line!r}; {RESTORE_HINT}"
+                )
             if fields[0] != str(len(words) + 1):
-                raise DataFormatError(f"{path}:{lineno}: token index {fields[0]!r}, expected {len(words) + 1} "
-                                      f"(a line is missing or out of place); {RESTORE_HINT}")
+                raise DataFormatError(
+                    f"{path}:{lineno}: token index {fields[0]!r}, expected {len(words) + 1} "
+                    f"(a line is missing or out of place); {RESTORE_HINT}"
+                )
             if not _UNER_TAG.fullmatch(fields[2]):
-                raise DataFormatError(f"{path}:{lineno}: {fields[2]!r} is not an IOB2 tag (O, B-X, I-X); "
-                                      f"{RESTORE_HINT}")
+                raise DataFormatError(
+                    f"{path}:{lineno}: {fields[2]!r} is not an IOB2 tag (O, B-X, I-X); {RESTORE_HINT}"
+                )
             words.append(fields[1])
             tags.append(fields[2])
     if words or sent_id is not None:
         if text is None or "".join(words) != "".join(text.split()):
             raise DataFormatError(
                 f"{path}:{lineno}: the file ends inside a sentence (no closing blank line, and its tokens do not "
-                f"spell its '# text'): it looks cut; {RESTORE_HINT}")
+                f"spell its '# text'): it looks cut; {RESTORE_HINT}"
+            )
         yield {"sent_id": sent_id or str(n), "words": tuple(words), "ner_tags": tuple(tags)}
 
 
@@ -93,8 +97,9 @@ _UNER_SPLITS = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev
 _UNER_URL = "https://github.com/UniversalNER/UNER_English-EWT"
 
 
-def load_uner_ewt(split: str, data_dir: str | os.PathLike | None = None, *,
-                  verify: bool | None = None) -> datasets.Dataset:
+def load_uner_ewt(
+    split: str, data_dir: str | os.PathLike | None = None, *, verify: bool | None = None
+) -> datasets.Dataset:
     """Universal NER v1 English-EWT: ``uner_english_ewt/en_ewt-ud-{split}.iob2``.
 
     Format: tab-separated ``index token tag - annotator`` token lines (IOB2 tags over

@@ -34,5 +34,4 @@ from olas_utils.similarity.retrieval import (
 )
 from olas_utils.similarity.ssim import gaussian_window, ssim_matrix
 
-__all__ = ["gaussian_window", "ssim_matrix", "pearson_matrix", "true_match_ranks", "hit_at_k",
-           "retrieval_table"]
+__all__ = ["gaussian_window", "ssim_matrix", "pearson_matrix", "true_match_ranks", "hit_at_k", "retrieval_table"]

@@ -100,8 +100,25 @@ def _batches(n: int, batch_size: int, generator: torch.Generator) -> list[torch.
     return chunks
 
 
-def _fit(x, y, *, epochs, n_classes, in_channels, stem, batch_size, lr, momentum, weight_decay,
-         seed, device, aug, progress, desc, on_epoch=None):
+def _fit(
+    x,
+    y,
+    *,
+    epochs,
+    n_classes,
+    in_channels,
+    stem,
+    batch_size,
+    lr,
+    momentum,
+    weight_decay,
+    seed,
+    device,
+    aug,
+    progress,
+    desc,
+    on_epoch=None,
+):
     """Train from scratch; call ``on_epoch(epoch, net, train_loss)`` after every epoch."""
     s_shuffle, s_aug, _ = _seeds(seed)
     with torch.random.fork_rng(devices=[]):
@@ -227,29 +244,48 @@ def train_classifier(
 
     if select_on == SELECT_AUGMENTED:
         fit_names = names
-        sel_x = torch.cat([augment_batch(data[k], torch.Generator().manual_seed(s_select + i),
-                                         replace(augmentation, sink_p=1.0, noise_p=1.0))
-                           for i, k in enumerate(names)])
+        sel_x = torch.cat(
+            [
+                augment_batch(
+                    data[k], torch.Generator().manual_seed(s_select + i), replace(augmentation, sink_p=1.0, noise_p=1.0)
+                )
+                for i, k in enumerate(names)
+            ]
+        )
         sel_y = labels.repeat(len(names))
         selection = "augmented"
     elif select_on == SELECT_LAST:
         fit_names, sel_x, sel_y, selection = names, None, None, "last"
     elif select_on in data:
         if len(names) < 2:
-            raise ValueError(f"cannot hold out {select_on!r}: it is the only source model "
-                             f"(use select_on={SELECT_AUGMENTED!r})")
+            raise ValueError(
+                f"cannot hold out {select_on!r}: it is the only source model (use select_on={SELECT_AUGMENTED!r})"
+            )
         fit_names = [k for k in names if k != select_on]
         sel_x, sel_y = data[select_on], labels
         selection = f"source:{select_on}"
     else:
-        raise ValueError(f"select_on={select_on!r} is neither a source model ({names}) nor "
-                         f"{SELECT_AUGMENTED!r} / {SELECT_LAST!r}; selection never uses the target")
+        raise ValueError(
+            f"select_on={select_on!r} is neither a source model ({names}) nor "
+            f"{SELECT_AUGMENTED!r} / {SELECT_LAST!r}; selection never uses the target"
+        )
 
     if patience is not None and sel_x is None:
         raise ValueError("patience (early stopping) needs a selection set; select_on=SELECT_LAST has none")
     dev = resolve_device(device)
-    common = dict(n_classes=n, in_channels=c, stem=stem, batch_size=batch_size, lr=lr, momentum=momentum,
-                  weight_decay=weight_decay, seed=seed, device=dev, aug=augmentation, progress=progress)
+    common = dict(
+        n_classes=n,
+        in_channels=c,
+        stem=stem,
+        batch_size=batch_size,
+        lr=lr,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        seed=seed,
+        device=dev,
+        aug=augmentation,
+        progress=progress,
+    )
     x = torch.cat([data[k] for k in fit_names])
     y = labels.repeat(len(fit_names))
 
@@ -292,11 +328,30 @@ def train_classifier(
         state, fit_names, did_refit = _state(net), names, True
         del net
 
-    hparams = {"batch_size": batch_size, "lr": lr, "momentum": momentum, "weight_decay": weight_decay,
-               "augmentation": asdict(augmentation), "optimizer": "SGD", "normalisation": "per-image per-channel standardisation"}
+    hparams = {
+        "batch_size": batch_size,
+        "lr": lr,
+        "momentum": momentum,
+        "weight_decay": weight_decay,
+        "augmentation": asdict(augmentation),
+        "optimizer": "SGD",
+        "normalisation": "per-image per-channel standardisation",
+    }
     return ClassifierResult(
-        state_dict=state, n_classes=n, in_channels=c, image_size=(h, w), stem=stem, seed=seed,
-        epochs=epochs, chosen_epoch=chosen, selection=selection, train_models=tuple(fit_names),
-        selection_top1=sel_top1, selection_loss=sel_loss, train_loss=train_loss,
-        monitor_top1=mon_top1, refit=did_refit, hparams=hparams,
+        state_dict=state,
+        n_classes=n,
+        in_channels=c,
+        image_size=(h, w),
+        stem=stem,
+        seed=seed,
+        epochs=epochs,
+        chosen_epoch=chosen,
+        selection=selection,
+        train_models=tuple(fit_names),
+        selection_top1=sel_top1,
+        selection_loss=sel_loss,
+        train_loss=train_loss,
+        monitor_top1=mon_top1,
+        refit=did_refit,
+        hparams=hparams,
     )

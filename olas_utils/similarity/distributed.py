@@ -64,8 +64,9 @@ def extract_distributed(model: str, chunks: Sequence[Sequence[str]], *, progress
     state = PartialState(cpu=_use_cpu())
     lm = load_model(model, device=state.device)
     n, i = state.num_processes, state.process_index
-    shard = extract_to_cache(lm, chunks, shard=(i, n), progress=progress and state.is_local_main_process,
-                             **cache_kwargs)
+    shard = extract_to_cache(
+        lm, chunks, shard=(i, n), progress=progress and state.is_local_main_process, **cache_kwargs
+    )
     if n == 1:
         return shard
     state.wait_for_everyone()
@@ -83,8 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     exit code (0 success, 1 failure with a one-line message)."""
     from olas_utils.vocabulary import DEFAULT_BASELINES
 
-    ap = argparse.ArgumentParser(prog="olas_utils.similarity.distributed",
-                                 description="Sharded OLA image extraction (accelerate).")
+    ap = argparse.ArgumentParser(
+        prog="olas_utils.similarity.distributed", description="Sharded OLA image extraction (accelerate)."
+    )
     ap.add_argument("--model", required=True, help="zoo name, local folder or Hugging Face id")
     ap.add_argument("--corpus", default="conll2003", choices=["conll2003", "ewt"])
     ap.add_argument("--n-chunks", type=int, default=1000)
@@ -94,8 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--protocol", choices=["paper", "word"], default="paper")
     ap.add_argument("--image-size", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--cache-root", default=None,
-                    help="merged cache folder (default: per settings under the OLAS cache)")
+    ap.add_argument(
+        "--cache-root", default=None, help="merged cache folder (default: per settings under the OLAS cache)"
+    )
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -103,8 +106,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         chunks = build_chunks(args.corpus, n_chunks=args.n_chunks, seed=args.seed)
         res = extract_distributed(
-            args.model, chunks, progress=not args.quiet, orders=args.orders, baselines=args.baselines,
-            protocol=args.protocol, image_size=args.image_size, batch_size=args.batch_size, seed=args.seed,
+            args.model,
+            chunks,
+            progress=not args.quiet,
+            orders=args.orders,
+            baselines=args.baselines,
+            protocol=args.protocol,
+            image_size=args.image_size,
+            batch_size=args.batch_size,
+            seed=args.seed,
             cache_root=args.cache_root,
         )
     except Exception as e:  # noqa: BLE001 - one clear line per process

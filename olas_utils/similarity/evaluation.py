@@ -41,8 +41,9 @@ class Accuracy(NamedTuple):
 
 
 @torch.no_grad()
-def batched_logits(net: nn.Module, x: torch.Tensor, device: torch.device,
-                   batch_size: int = _EVAL_BATCH) -> torch.Tensor:
+def batched_logits(
+    net: nn.Module, x: torch.Tensor, device: torch.device, batch_size: int = _EVAL_BATCH
+) -> torch.Tensor:
     """Logits of a network on clean images, ``batch_size`` at a time, in eval mode (its
     train/eval mode is restored afterwards).
 
@@ -57,7 +58,7 @@ def batched_logits(net: nn.Module, x: torch.Tensor, device: torch.device,
     """
     was_training = net.training
     net.eval()
-    out = [net(standardize(x[i:i + batch_size]).to(device)).float().cpu() for i in range(0, x.shape[0], batch_size)]
+    out = [net(standardize(x[i : i + batch_size]).to(device)).float().cpu() for i in range(0, x.shape[0], batch_size)]
     net.train(was_training)
     return torch.cat(out)
 

@@ -61,13 +61,17 @@ RESIZE: dict[str, str] = {
 }
 
 
-_OURS = ("olas_utils.sinks.preprocess: outliers (mean+3sd over valid, lower triangle if causal, "
-         "plus row argmax) zeroed; rows renormalised to 1; causal: lower triangle mirrored")
+_OURS = (
+    "olas_utils.sinks.preprocess: outliers (mean+3sd over valid, lower triangle if causal, "
+    "plus row argmax) zeroed; rows renormalised to 1; causal: lower triangle mirrored"
+)
 
 #: The pre-processing, per protocol (recorded in the manifest).
 PREPROCESSING: dict[str, str] = {
-    "released": ("released code: every map treated as bidirectional: outliers (mean+3sd over the whole row, "
-                 "plus row argmax) zeroed; rows renormalised to 1; no symmetrisation"),
+    "released": (
+        "released code: every map treated as bidirectional: outliers (mean+3sd over the whole row, "
+        "plus row argmax) zeroed; rows renormalised to 1; no symmetrisation"
+    ),
     "paper": _OURS,
     "word": "word maps pooled with the 'neutral' rule (lift over uniform attention); then " + _OURS,
 }
@@ -104,14 +108,21 @@ def to_image(m: torch.Tensor, *, causal: bool, image_size: int = 50, protocol: s
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
     released = protocol == "released"
-    x = preprocess(m.detach().float().cpu().unsqueeze(0), causal=causal and not released, remove_sinks=True,
-                   keep_raw=False, renormalize=True, symmetrize=not released)
+    x = preprocess(
+        m.detach().float().cpu().unsqueeze(0),
+        causal=causal and not released,
+        remove_sinks=True,
+        keep_raw=False,
+        renormalize=True,
+        symmetrize=not released,
+    )
     if released:
         from torchvision.transforms.v2 import InterpolationMode
         from torchvision.transforms.v2.functional import resize
 
         x = resize(x, [image_size, image_size], interpolation=InterpolationMode.BILINEAR, antialias=True)
     elif x.shape[-1] != image_size:
-        x = torch.nn.functional.interpolate(x.unsqueeze(0), size=(image_size, image_size), mode="bilinear",
-                                            align_corners=False, antialias=True)[0]
+        x = torch.nn.functional.interpolate(
+            x.unsqueeze(0), size=(image_size, image_size), mode="bilinear", align_corners=False, antialias=True
+        )[0]
     return x[0].contiguous()

@@ -83,8 +83,15 @@ class ClassifierResult:
         with ``torch.save``; returns the path. Parent folders are created."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"format": _CHECKPOINT_FORMAT, "kind": "olas.classifier",
-                    "state_dict": self.state_dict, "meta": self.metadata()}, path)
+        torch.save(
+            {
+                "format": _CHECKPOINT_FORMAT,
+                "kind": "olas.classifier",
+                "state_dict": self.state_dict,
+                "meta": self.metadata(),
+            },
+            path,
+        )
         return path
 
     @classmethod

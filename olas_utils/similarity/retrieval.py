@@ -54,7 +54,9 @@ def pearson_matrix(queries: ArrayLike, keys: ArrayLike, *, dtype: torch.dtype = 
         ValueError: if the images differ in size.
     """
     a = torch.as_tensor(np.array(queries, copy=True) if isinstance(queries, np.ndarray) else queries).to(dtype)
-    b = torch.as_tensor(np.array(keys, copy=True) if isinstance(keys, np.ndarray) else keys).to(dtype=dtype, device=a.device)
+    b = torch.as_tensor(np.array(keys, copy=True) if isinstance(keys, np.ndarray) else keys).to(
+        dtype=dtype, device=a.device
+    )
     a, b = a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"queries have {a.shape[1]} values per image, keys {b.shape[1]}")

@@ -201,22 +201,50 @@ def ssim_matrix(
         before = torch.get_num_threads()
         torch.set_num_threads(int(num_threads))
         try:
-            return ssim_matrix(queries, keys, kernel_size=kernel_size, sigma=sigma, gaussian_kernel=gaussian_kernel,
-                               data_range=data_range, k1=k1, k2=k2, dtype=dtype, device=device,
-                               max_block_bytes=max_block_bytes, num_threads=None, progress=progress)
+            return ssim_matrix(
+                queries,
+                keys,
+                kernel_size=kernel_size,
+                sigma=sigma,
+                gaussian_kernel=gaussian_kernel,
+                data_range=data_range,
+                k1=k1,
+                k2=k2,
+                dtype=dtype,
+                device=device,
+                max_block_bytes=max_block_bytes,
+                num_threads=None,
+                progress=progress,
+            )
         finally:
             torch.set_num_threads(before)
     q = _as_images(queries, "queries", dtype, device)
     k = _as_images(keys, "keys", q.dtype, q.device)
     if q.shape[1:] != k.shape[1:]:
         raise ValueError(f"queries {tuple(q.shape)} and keys {tuple(k.shape)} differ in image shape")
-    return _ssim_blocks(q, k, _axis_windows(gaussian_kernel, sigma, kernel_size, q.dtype, q.device),
-                        data_range, k1, k2, max_block_bytes, progress)
+    return _ssim_blocks(
+        q,
+        k,
+        _axis_windows(gaussian_kernel, sigma, kernel_size, q.dtype, q.device),
+        data_range,
+        k1,
+        k2,
+        max_block_bytes,
+        progress,
+    )
 
 
-def _ssim_blocks(q: torch.Tensor, k: torch.Tensor, windows: tuple[torch.Tensor, torch.Tensor], data_range,
-                 k1: float, k2: float, max_block_bytes: int, progress: bool,
-                 block: tuple[int, int, int | None, int] | None = None) -> torch.Tensor:
+def _ssim_blocks(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    windows: tuple[torch.Tensor, torch.Tensor],
+    data_range,
+    k1: float,
+    k2: float,
+    max_block_bytes: int,
+    progress: bool,
+    block: tuple[int, int, int | None, int] | None = None,
+) -> torch.Tensor:
     """:func:`ssim_matrix` on validated ``(N, C, H, W)`` tensors; ``block`` overrides the
     block shape ``(queries, keys, strip width, rows per vertical product)`` (tests)."""
     nq, nch, h, w = q.shape
@@ -254,8 +282,10 @@ def _ssim_blocks(q: torch.Tensor, k: torch.Tensor, windows: tuple[torch.Tensor, 
     m = min(m, h)
     item = q.element_size()
     per_image = item * nch * (hp * w * ww + 9 * h * w)  # patches, μ, two 4-vectors
+
     def buffers(bq_, bk_):
         return item * (hp + 5 * m) * cw * bq_ * bk_
+
     bq, bk = min(bq, nq), min(bk, nk)
     while bq * bk > 1 and buffers(bq, bk) + per_image * (bq + bk) > max_block_bytes:
         if bk >= bq:
@@ -273,16 +303,19 @@ def _ssim_blocks(q: torch.Tensor, k: torch.Tensor, windows: tuple[torch.Tensor, 
     band2 = 2 * band_matrix(gv, h)  # the factor 2 of 2σ_qk (exact)
     bands = [(band2[a0:a1, a0 : a1 + wh - 1].contiguous(), a0) for a0, a1 in groups]
     size = cw * bq * bk
-    scratch = {"flat": [torch.empty(n * size, dtype=q.dtype, device=q.device) for n in (hp, m, m, m, m, m)],
-               "acc_rows": m * cw}
+    scratch = {
+        "flat": [torch.empty(n * size, dtype=q.dtype, device=q.device) for n in (hp, m, m, m, m, m)],
+        "acc_rows": m * cw,
+    }
     npix = nch * h * w
 
     bar = tqdm(total=-(-nq // bq) * -(-nk // nks), desc="SSIM", disable=not progress, unit="block")
     for ks0 in range(0, nk, nks):
         ke0 = min(ks0 + nks, nk)
         side_k = prepare_side(k[ks0:ke0], c1k[ks0:ke0], c2k[ks0:ke0], gv, gh, strips, key_side=True)
-        views_k = [block_views(side_k, slice(ks - ks0, min(ks + bk, ke0) - ks0), groups, True)
-                   for ks in range(ks0, ke0, bk)]
+        views_k = [
+            block_views(side_k, slice(ks - ks0, min(ks + bk, ke0) - ks0), groups, True) for ks in range(ks0, ke0, bk)
+        ]
         for qs0 in range(0, nq, nqc):
             qe0 = min(qs0 + nqc, nq)
             side_q = prepare_side(q[qs0:qe0], c1q[qs0:qe0], c2q[qs0:qe0], gv, gh, strips, key_side=False)
@@ -294,8 +327,9 @@ def _ssim_blocks(q: torch.Tensor, k: torch.Tensor, windows: tuple[torch.Tensor, 
                     # C from the queries (all their ranges >= the keys'), from the keys, or mixed
                     mode = "q" if rq_list[qs] >= rk_list[ke - 1] else ("k" if rq_list[qe - 1] <= rk_list[ks] else "mix")
                     rng = torch.maximum(rq[qs:qe, None], rk[None, ks:ke])
-                    acc = pair_block(views_q, vk, mode, torch.pow(k1 * rng, 2), torch.pow(k2 * rng, 2), bands, hp,
-                                      scratch)
+                    acc = pair_block(
+                        views_q, vk, mode, torch.pow(k1 * rng, 2), torch.pow(k2 * rng, 2), bands, hp, scratch
+                    )
                     out[qs:qe, ks:ke] = acc / npix
                 bar.update(1)
     bar.close()

@@ -26,8 +26,15 @@ def band_matrix(g: torch.Tensor, n_out: int) -> torch.Tensor:
     return m
 
 
-def prepare_side(x: torch.Tensor, c1: torch.Tensor, c2: torch.Tensor, gv: torch.Tensor, gh: torch.Tensor,
-                 strips: list[tuple[int, int]], key_side: bool) -> list[tuple]:
+def prepare_side(
+    x: torch.Tensor,
+    c1: torch.Tensor,
+    c2: torch.Tensor,
+    gv: torch.Tensor,
+    gh: torch.Tensor,
+    strips: list[tuple[int, int]],
+    key_side: bool,
+) -> list[tuple]:
     """Everything :func:`~olas_utils.similarity.ssim.ssim_matrix` needs of one side, per (channel, column strip).
 
     For images ``x`` (N, C, H, W) with their own constants ``c1``, ``c2`` (N,), returns for
@@ -86,14 +93,29 @@ def block_views(side: list[tuple], sl: slice, groups: list[tuple[int, int]], key
                 per_group.append((mu[px, None, sl], pl, own[px, :, sl], pl[:, None, 2], pl[:, None, 1]))
             else:
                 pl = plain[px, :, sl]
-                per_group.append((mu[px, sl, None], pl.transpose(1, 2), own[px, :, sl].transpose(1, 2),
-                                  pl[:, 1, :, None], pl[:, 2, :, None]))
+                per_group.append(
+                    (
+                        mu[px, sl, None],
+                        pl.transpose(1, 2),
+                        own[px, :, sl].transpose(1, 2),
+                        pl[:, 1, :, None],
+                        pl[:, 2, :, None],
+                    )
+                )
         out.append((patch[:, :, sl].transpose(1, 2) if not key_side else patch[:, :, sl], per_group))
     return out
 
 
-def pair_block(views_q: list[tuple], views_k: list[tuple], mode: str, c1: torch.Tensor, c2: torch.Tensor,
-               bands: list[tuple[torch.Tensor, int]], hp: int, scratch: dict) -> torch.Tensor:
+def pair_block(
+    views_q: list[tuple],
+    views_k: list[tuple],
+    mode: str,
+    c1: torch.Tensor,
+    c2: torch.Tensor,
+    bands: list[tuple[torch.Tensor, int]],
+    hp: int,
+    scratch: dict,
+) -> torch.Tensor:
     """Sum over channels and pixels of the SSIM map of a block of pairs, ``(bq, bk)``.
 
     ``views_q``, ``views_k``: :func:`block_views` of the block's queries and keys.

@@ -34,8 +34,7 @@ __all__ = ["INPUTS", "MapStore", "provenance", "adapter_job", "train_adapters", 
 #: Adapter inputs by condition name: each reads the maps of its :attr:`Control.maps` (for
 #: :func:`~olas_utils.toa.taskmaps.task_maps`), or relative-position channels where
 #: :attr:`Control.positions` (``source`` of :func:`~olas_utils.toa.features.build_examples`).
-INPUTS: dict[str, Control] = {c.condition: c for c in (Control.TRAINED, Control.TOKENIZER_ONLY,
-                                                       Control.POSITION_ONLY)}
+INPUTS: dict[str, Control] = {c.condition: c for c in (Control.TRAINED, Control.TOKENIZER_ONLY, Control.POSITION_ONLY)}
 
 
 def _input(inputs) -> Control:
@@ -72,8 +71,9 @@ class MapStore:
         control = Control.parse(control)
         k = (model, control, data.fingerprint())
         if k not in self._maps:
-            m = task_maps(self.pool, model, data, control=control, orders=orders_for(model, self.orders),
-                          progress=self.progress)
+            m = task_maps(
+                self.pool, model, data, control=control, orders=orders_for(model, self.orders), progress=self.progress
+            )
             self._maps[k] = m.to_words() if self.level == "word" else m
             self.causal[model] = bool(m.is_causal)
         return self._maps[k]
@@ -82,8 +82,16 @@ class MapStore:
         """``"causal"`` or ``"encoder"`` (read from the maps, so after a first :meth:`maps`)."""
         return family_of(self.causal[model])
 
-    def examples(self, model: str, data: TaskData, keys: Sequence[str], *, inputs: Control | str = Control.TRAINED,
-                 control: Control | str = Control.TRAINED, normalize: str = "none") -> list:
+    def examples(
+        self,
+        model: str,
+        data: TaskData,
+        keys: Sequence[str],
+        *,
+        inputs: Control | str = Control.TRAINED,
+        control: Control | str = Control.TRAINED,
+        normalize: str = "none",
+    ) -> list:
         """Adapter examples of ``data`` for one of :data:`INPUTS`, read from the maps of
         ``control``'s :attr:`~olas_utils.vocabulary.Control.maps` (e.g.
         ``Control.RANDOM_INIT_TARGET``: the random-weights copy's), for the trained input only.
@@ -106,8 +114,14 @@ class MapStore:
         self.pool.release()
 
 
-def provenance(models: Sequence[str], keys: Sequence[str], level: str, *, inputs: Control | str = Control.TRAINED,
-               variant: str = "plain") -> dict:
+def provenance(
+    models: Sequence[str],
+    keys: Sequence[str],
+    level: str,
+    *,
+    inputs: Control | str = Control.TRAINED,
+    variant: str = "plain",
+) -> dict:
     """What identifies an adapter run beyond its examples, the same in notebooks 03 and 04
     (so that the same run in both is trained once): the source models, map keys, level and
     training variant; for a control input only the input (its condition name) and level
@@ -118,9 +132,18 @@ def provenance(models: Sequence[str], keys: Sequence[str], level: str, *, inputs
     return {"models": list(models), "keys": list(keys), "level": level, "variant": variant}
 
 
-def adapter_job(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: AdapterSettings, *, seed: int = 0,
-                provenance: dict | None = None, augment: bool = False, device="cpu", checkpoint_dir=None,
-                desc: str = "train") -> dict:
+def adapter_job(
+    train: tuple[list, TaskData],
+    dev: tuple[list, TaskData],
+    cfg: AdapterSettings,
+    *,
+    seed: int = 0,
+    provenance: dict | None = None,
+    augment: bool = False,
+    device="cpu",
+    checkpoint_dir=None,
+    desc: str = "train",
+) -> dict:
     """Keyword arguments of :func:`olas_utils.toa.fit.fit_adapter` for one adapter of a
     notebook profile with early stopping on ``dev``.
 
@@ -143,10 +166,20 @@ def adapter_job(train: tuple[list, TaskData], dev: tuple[list, TaskData], cfg: A
     tcfg, heads = profile_training(cfg, seed, d_tr.kind)
     if augment:
         tcfg = replace(tcfg, sink_p=0.3, temperature_p=0.3)
-    return {"examples": x_tr, "data": d_tr, "adapter": adapter_config(cfg.adapter, int(x_tr[0].image.shape[0])),
-            "cfg": tcfg, "checkpoint_dir": checkpoint_dir or (cache_dir() / "toa"), "provenance": provenance,
-            "head_kwargs": heads, "dev": dev, "patience": cfg.patience,
-            "min_epochs": cfg.min_epochs, "device": device, "desc": desc}
+    return {
+        "examples": x_tr,
+        "data": d_tr,
+        "adapter": adapter_config(cfg.adapter, int(x_tr[0].image.shape[0])),
+        "cfg": tcfg,
+        "checkpoint_dir": checkpoint_dir or (cache_dir() / "toa"),
+        "provenance": provenance,
+        "head_kwargs": heads,
+        "dev": dev,
+        "patience": cfg.patience,
+        "min_epochs": cfg.min_epochs,
+        "device": device,
+        "desc": desc,
+    }
 
 
 def train_adapters(jobs: dict, cfg: AdapterSettings, *, progress: bool = True) -> dict:

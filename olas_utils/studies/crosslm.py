@@ -35,21 +35,47 @@ _PROTOCOLS = ("released", "paper", "word")
 #: images of it and is left out of that order's comparisons.
 PROFILES: dict[str, CrossLMProfile] = {
     "smoke": CrossLMProfile(
-        models=("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"), n_chunks=12, orders=(1, 2),
-        baselines=("rollout",), protocols=_PROTOCOLS, controls=(_U, _R),
-        classifier=ClassifierSettings(keys=("ola:1",), epochs=2, patience=1, controls=(_U,), protocol="paper",
-                                      targets="last", refit=False),
-        batch_size=4),
+        models=("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"),
+        n_chunks=12,
+        orders=(1, 2),
+        baselines=("rollout",),
+        protocols=_PROTOCOLS,
+        controls=(_U, _R),
+        classifier=ClassifierSettings(
+            keys=("ola:1",), epochs=2, patience=1, controls=(_U,), protocol="paper", targets="last", refit=False
+        ),
+        batch_size=4,
+    ),
     "quick": CrossLMProfile(
-        models=None, n_chunks=128, orders=(1, 2, 3), baselines=_BASELINES, protocols=_PROTOCOLS, controls=(_U, _R, _S),
-        classifier=ClassifierSettings(keys=("ola:1",), epochs=12, patience=3, controls=(_U, _R), protocol="paper",
-                                      targets="last", refit=False),
-        batch_size=8),
+        models=None,
+        n_chunks=128,
+        orders=(1, 2, 3),
+        baselines=_BASELINES,
+        protocols=_PROTOCOLS,
+        controls=(_U, _R, _S),
+        classifier=ClassifierSettings(
+            keys=("ola:1",), epochs=12, patience=3, controls=(_U, _R), protocol="paper", targets="last", refit=False
+        ),
+        batch_size=8,
+    ),
     "paper": CrossLMProfile(
-        models=None, n_chunks=1000, orders=(1, 2, 3), baselines=_BASELINES, protocols=_PROTOCOLS, controls=(_U, _R, _S),
-        classifier=ClassifierSettings(keys=("ola:1", "ola:2", "ola:3") + _BASELINES, epochs=60, patience=8,
-                                      controls=(_U, _R, _S), protocol="paper", targets="all", refit=True),
-        batch_size=16),
+        models=None,
+        n_chunks=1000,
+        orders=(1, 2, 3),
+        baselines=_BASELINES,
+        protocols=_PROTOCOLS,
+        controls=(_U, _R, _S),
+        classifier=ClassifierSettings(
+            keys=("ola:1", "ola:2", "ola:3") + _BASELINES,
+            epochs=60,
+            patience=8,
+            controls=(_U, _R, _S),
+            protocol="paper",
+            targets="all",
+            refit=True,
+        ),
+        batch_size=16,
+    ),
 }
 
 
@@ -79,8 +105,9 @@ class ImageSet:
         """The ``models`` that have images of ``key``, in the given order."""
         return [m for m in models if key in self.model_keys.get(m, self.keys)]
 
-    def images(self, control: Control | str, protocol: str, key: str,
-               models: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    def images(
+        self, control: Control | str, protocol: str, key: str, models: Sequence[str] | None = None
+    ) -> dict[str, np.ndarray]:
         """``{model: (n, S, S) array}`` for one control (or its identifier), protocol and key."""
         caches = self.caches[(Control.parse(control).ident, protocol)]
         return {m: np.asarray(caches[m].images(key)) for m in (models or caches)}
@@ -177,8 +204,13 @@ def _as_control(c) -> Control | None:
         return None
 
 
-def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pearson"),
-                    control_metrics: Sequence[str] = ("ssim",), progress: bool = True) -> pd.DataFrame:
+def retrieval_frame(
+    images: ImageSet,
+    *,
+    metrics: Sequence[str] = ("ssim", "pearson"),
+    control_metrics: Sequence[str] = ("ssim",),
+    progress: bool = True,
+) -> pd.DataFrame:
     """Hit@1 and Hit@5 for every ordered model pair within each family, for every control,
     protocol, key and metric (``metrics`` for the trained models, ``control_metrics`` for
     the controls). Ties follow each protocol's rule
@@ -203,11 +235,22 @@ def retrieval_frame(images: ImageSet, *, metrics: Sequence[str] = ("ssim", "pear
                 if len(have) < 2:
                     continue
                 imgs = images.images(control, protocol, key, have)
-                for metric in (metrics if control == Control.TRAINED.ident else control_metrics):
+                for metric in metrics if control == Control.TRAINED.ident else control_metrics:
                     for r in retrieval_table(imgs, metric=metric, ks=(1, 5), ties=TIES[protocol], progress=False):
-                        rows.append({"family": family, "control": control, "protocol": protocol, "key": key,
-                                     "metric": metric, "target": r["target"], "source": r["source"], "n": r["n"],
-                                     "hit@1": r["hit@1"], "hit@5": r["hit@5"]})
+                        rows.append(
+                            {
+                                "family": family,
+                                "control": control,
+                                "protocol": protocol,
+                                "key": key,
+                                "metric": metric,
+                                "target": r["target"],
+                                "source": r["source"],
+                                "n": r["n"],
+                                "hit@1": r["hit@1"],
+                                "hit@5": r["hit@5"],
+                            }
+                        )
     return pd.DataFrame(rows)
 
 
@@ -221,9 +264,16 @@ def retrieval_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """
     g = frame.groupby(["protocol", "family", "control", "key", "metric"], sort=False)
     out = g.agg(
-        pairs=("hit@1", "size"), n=("n", "first"),
-        **{"hit@1": ("hit@1", "mean"), "hit@1 min": ("hit@1", "min"), "hit@1 max": ("hit@1", "max"),
-           "hit@5": ("hit@5", "mean"), "hit@5 min": ("hit@5", "min"), "hit@5 max": ("hit@5", "max")},
+        pairs=("hit@1", "size"),
+        n=("n", "first"),
+        **{
+            "hit@1": ("hit@1", "mean"),
+            "hit@1 min": ("hit@1", "min"),
+            "hit@1 max": ("hit@1", "max"),
+            "hit@5": ("hit@5", "mean"),
+            "hit@5 min": ("hit@5", "min"),
+            "hit@5 max": ("hit@5", "max"),
+        },
     ).reset_index()
     out["chance@1"] = 1.0 / out["n"]
     return out
@@ -285,18 +335,40 @@ def classifier_frame(
                     if target not in have or not sources:
                         continue  # the target (or every source) is shallower than this order
                     imgs = images.images(control, protocol, key, have)
-                    res = train_classifier({m: imgs[m] for m in sources}, epochs=epochs, seed=seed,
-                                           refit=refit and len(sources) >= 2, patience=patience, progress=progress)
+                    res = train_classifier(
+                        {m: imgs[m] for m in sources},
+                        epochs=epochs,
+                        seed=seed,
+                        refit=refit and len(sources) >= 2,
+                        patience=patience,
+                        progress=progress,
+                    )
                     fit = [m for m in res.train_models]
                     src = float(np.mean([evaluate(res, imgs[m]).top1 for m in fit]))
                     acc = evaluate(res, imgs[target])
                     held = res.selection.split(":", 1)[1] if res.selection.startswith("source:") else res.selection
-                    rows.append({
-                        "family": family, "control": control, "target": target, "sources": ", ".join(sources),
-                        "key": key, "protocol": protocol, "source_top1": src, "heldout_source": held,
-                        "heldout_top1": res.selection_top1[res.chosen_epoch - 1] if res.selection_top1 else float("nan"),
-                        "top1": acc.top1, "top5": acc.top5, "n": acc.n, "chance": 1.0 / acc.n,
-                        "max_epochs": epochs, "epochs_run": len(res.train_loss), "chosen_epoch": res.chosen_epoch,
-                        "selection": res.selection,
-                        "curve": ";".join(f"{v:.3f}" for v in res.selection_top1)})
+                    rows.append(
+                        {
+                            "family": family,
+                            "control": control,
+                            "target": target,
+                            "sources": ", ".join(sources),
+                            "key": key,
+                            "protocol": protocol,
+                            "source_top1": src,
+                            "heldout_source": held,
+                            "heldout_top1": res.selection_top1[res.chosen_epoch - 1]
+                            if res.selection_top1
+                            else float("nan"),
+                            "top1": acc.top1,
+                            "top5": acc.top5,
+                            "n": acc.n,
+                            "chance": 1.0 / acc.n,
+                            "max_epochs": epochs,
+                            "epochs_run": len(res.train_loss),
+                            "chosen_epoch": res.chosen_epoch,
+                            "selection": res.selection,
+                            "curve": ";".join(f"{v:.3f}" for v in res.selection_top1),
+                        }
+                    )
     return pd.DataFrame(rows)

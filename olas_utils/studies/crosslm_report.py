@@ -10,8 +10,17 @@ import pandas as pd
 from olas_utils.studies.crosslm import ImageSet
 from olas_utils.vocabulary import CAUSAL, ENCODER, FAMILIES, KEY_LABELS, Control, key_label
 
-__all__ = ["KEY_LABELS", "PAPER_RANGES", "CONTROL_LABELS", "key_label", "hit_matrix_figure", "example_pairs_figure",
-           "verdict_frame", "protocol_frame", "comparison_markdown"]
+__all__ = [
+    "KEY_LABELS",
+    "PAPER_RANGES",
+    "CONTROL_LABELS",
+    "key_label",
+    "hit_matrix_figure",
+    "example_pairs_figure",
+    "verdict_frame",
+    "protocol_frame",
+    "comparison_markdown",
+]
 
 
 #: The paper's reported ranges (``docs/method.md#reported-similarity-numbers``; "reported" numbers from
@@ -28,14 +37,22 @@ PAPER_RANGES: dict[str, tuple[float, float]] = {
 
 #: Display names of notebook 02's controls, by identifier (from
 #: :data:`olas_utils.vocabulary.CONTROL_LABELS`).
-CONTROL_LABELS: dict[str, str] = {c.ident: c.label for c in (Control.TOKENIZER_ONLY, Control.RANDOM_WEIGHTS,
-                                                             Control.SHUFFLED_LAYERS)}
+CONTROL_LABELS: dict[str, str] = {
+    c.ident: c.label for c in (Control.TOKENIZER_ONLY, Control.RANDOM_WEIGHTS, Control.SHUFFLED_LAYERS)
+}
 #: The trained model's identifier in the ``control`` column.
 _TRAINED = Control.TRAINED.ident
 
 
-def hit_matrix_figure(frame: pd.DataFrame, *, protocol: str, key: str, metric: str = "ssim",
-                      control: Control | str = Control.TRAINED, k: int = 1):
+def hit_matrix_figure(
+    frame: pd.DataFrame,
+    *,
+    protocol: str,
+    key: str,
+    metric: str = "ssim",
+    control: Control | str = Control.TRAINED,
+    k: int = 1,
+):
     """Heatmaps of pairwise Hit@k (rows: target, columns: source), one panel per family.
 
     Returns:
@@ -44,8 +61,9 @@ def hit_matrix_figure(frame: pd.DataFrame, *, protocol: str, key: str, metric: s
     import matplotlib.pyplot as plt
 
     control = Control.parse(control).ident
-    sub = frame[(frame.protocol == protocol) & (frame.key == key) & (frame.metric == metric)
-                & (frame.control == control)]
+    sub = frame[
+        (frame.protocol == protocol) & (frame.key == key) & (frame.metric == metric) & (frame.control == control)
+    ]
     fams = [f for f in FAMILIES if (sub.family == f).any()]
     fig, axes = plt.subplots(1, len(fams), figsize=(4.2 * len(fams) + 0.8, 3.8), squeeze=False, layout="constrained")
     for ax, fam in zip(axes[0], fams):
@@ -60,20 +78,31 @@ def hit_matrix_figure(frame: pd.DataFrame, *, protocol: str, key: str, metric: s
         for i in range(len(names)):
             for j in range(len(names)):
                 if not np.isnan(mat[i, j]):
-                    ax.text(j, i, f"{mat[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                            color="white" if mat[i, j] < 0.6 else "black")
+                    ax.text(
+                        j,
+                        i,
+                        f"{mat[i, j]:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white" if mat[i, j] < 0.6 else "black",
+                    )
         ax.set_xlabel("source (searched)")
         if ax is axes[0][0]:
             ax.set_ylabel("target (query)")
         ax.set_title(f"{fam}", fontsize=9)
     fig.colorbar(im, ax=axes[0].tolist(), fraction=0.03)
-    fig.suptitle(f"Hit@{k} by {metric.upper()} — {key_label(key)}, {protocol} protocol"
-                 + ("" if control == _TRAINED else f", {control} control"), fontsize=10)
+    fig.suptitle(
+        f"Hit@{k} by {metric.upper()} — {key_label(key)}, {protocol} protocol"
+        + ("" if control == _TRAINED else f", {control} control"),
+        fontsize=10,
+    )
     return fig
 
 
-def example_pairs_figure(images: ImageSet, *, protocol: str, key: str = "ola:1", chunk: int = 0,
-                         control: Control | str = Control.TRAINED):
+def example_pairs_figure(
+    images: ImageSet, *, protocol: str, key: str = "ola:1", chunk: int = 0, control: Control | str = Control.TRAINED
+):
     """The same chunk's image for every model (one row per family), after pre-processing.
 
     Returns:
@@ -98,8 +127,11 @@ def example_pairs_figure(images: ImageSet, *, protocol: str, key: str = "ola:1",
             else:
                 ax.axis("off")
         axes[r][0].set_ylabel(fam, fontsize=9)
-    how = ("released pre-processing: sinks removed over whole rows, no symmetrisation" if protocol == "released"
-           else "sinks removed, rows renormalised, causal symmetrised")
+    how = (
+        "released pre-processing: sinks removed over whole rows, no symmetrisation"
+        if protocol == "released"
+        else "sinks removed, rows renormalised, causal symmetrised"
+    )
     fig.suptitle(f"Chunk {chunk}: {key_label(key)}, {protocol} protocol ({how})", fontsize=9)
     fig.tight_layout()
     return fig
@@ -131,10 +163,20 @@ def verdict_frame(summary: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFram
             continue
         best = ctrl.loc[ctrl["hit@1"].idxmax()]
         h = float(trained["hit@1"].iloc[0])
-        rows.append({"protocol": protocol, "family": family, "key": key, "ola_hit@1": h,
-                     "strongest_control": best["control"], "control_hit@1": float(best["hit@1"]),
-                     "margin": h - float(best["hit@1"]), "beats_controls": bool(h > best["hit@1"]),
-                     "pairs": int(trained["pairs"].iloc[0]), "n": int(trained["n"].iloc[0])})
+        rows.append(
+            {
+                "protocol": protocol,
+                "family": family,
+                "key": key,
+                "ola_hit@1": h,
+                "strongest_control": best["control"],
+                "control_hit@1": float(best["hit@1"]),
+                "margin": h - float(best["hit@1"]),
+                "beats_controls": bool(h > best["hit@1"]),
+                "pairs": int(trained["pairs"].iloc[0]),
+                "n": int(trained["n"].iloc[0]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -162,24 +204,42 @@ def comparison_markdown(summary: pd.DataFrame, classifier: pd.DataFrame | None, 
     lines = []
     verdict = verdict_frame(summary)
     if not verdict.empty:
-        lines.append("**Does OLA similarity beat its controls?** (SSIM Hit@1, order 1, mean over ordered pairs; "
-                     "the strongest of the tokenizer-only, random-weights and shuffled-layers controls)")
+        lines.append(
+            "**Does OLA similarity beat its controls?** (SSIM Hit@1, order 1, mean over ordered pairs; "
+            "the strongest of the tokenizer-only, random-weights and shuffled-layers controls)"
+        )
         for _, v in verdict[verdict.key == "ola:1"].iterrows():
-            verdict_text = ("beats every control" if v["beats_controls"] and v["margin"] >= 0.1 else
-                            "beats every control, but by less than 10 points" if v["beats_controls"] else
-                            "**does NOT beat its strongest control**: this protocol's retrieval does not show "
-                            "a learned similarity")
-            lines.append(f"- {v['protocol']}, {v['family']}: OLA {_pct(v['ola_hit@1'])} vs "
-                         f"{CONTROL_LABELS.get(v['strongest_control'], v['strongest_control'])} "
-                         f"{_pct(v['control_hit@1'])} — {verdict_text}.")
+            verdict_text = (
+                "beats every control"
+                if v["beats_controls"] and v["margin"] >= 0.1
+                else "beats every control, but by less than 10 points"
+                if v["beats_controls"]
+                else "**does NOT beat its strongest control**: this protocol's retrieval does not show "
+                "a learned similarity"
+            )
+            lines.append(
+                f"- {v['protocol']}, {v['family']}: OLA {_pct(v['ola_hit@1'])} vs "
+                f"{CONTROL_LABELS.get(v['strongest_control'], v['strongest_control'])} "
+                f"{_pct(v['control_hit@1'])} — {verdict_text}."
+            )
         n_keys = verdict.groupby(["protocol", "family"]).beats_controls.agg(["sum", "size"])
-        lines.append("- Over every key: " + "; ".join(
-            f"{p}/{f} {int(r['sum'])} of {int(r['size'])} keys beat their strongest control"
-            for (p, f), r in n_keys.iterrows()) + ".")
+        lines.append(
+            "- Over every key: "
+            + "; ".join(
+                f"{p}/{f} {int(r['sum'])} of {int(r['size'])} keys beat their strongest control"
+                for (p, f), r in n_keys.iterrows()
+            )
+            + "."
+        )
 
     def ret(protocol, family, key, control=_TRAINED, metric="ssim"):
-        s = summary[(summary.protocol == protocol) & (summary.family == family) & (summary.key == key)
-                    & (summary.control == control) & (summary.metric == metric)]
+        s = summary[
+            (summary.protocol == protocol)
+            & (summary.family == family)
+            & (summary.key == key)
+            & (summary.control == control)
+            & (summary.metric == metric)
+        ]
         return None if s.empty else s.iloc[0]
 
     lo1, hi1 = PAPER_RANGES["retrieval_clm_order1_hit1"]
@@ -212,7 +272,8 @@ def comparison_markdown(summary: pd.DataFrame, classifier: pd.DataFrame | None, 
                     f"{_pct(s.top1.max())} over {len(s)} target(s) ({int(s.n.iloc[0])} classes, chance "
                     f"{_pct(s.chance.iloc[0])}; held-out source {_pct(s.heldout_top1.mean())}, training sources "
                     f"{_pct(s.source_top1.mean())}, early-stopped at epoch {int(s.chosen_epoch.iloc[0])} of "
-                    f"{int(s.epochs_run.iloc[0])} run); paper: {_pct(lo)}" + ("" if lo == hi else f"–{_pct(hi)}")
+                    f"{int(s.epochs_run.iloc[0])} run); paper: {_pct(lo)}"
+                    + ("" if lo == hi else f"–{_pct(hi)}")
                     + " (1,000 classes)."
                     + ("" if best is None else f" Strongest control: {best['control']} {_pct(best['top1'])}.")
                 )
@@ -221,12 +282,14 @@ def comparison_markdown(summary: pd.DataFrame, classifier: pd.DataFrame | None, 
                     lines.append(
                         f"  - Still improving when the epoch cap ({int(s.max_epochs.iloc[0])}) stopped it for "
                         f"{', '.join(capped.target)} (the held-out accuracy peaked at the last epoch; see `curve`): "
-                        f"early stopping did not trigger, so this is a lower bound of what the classifier can reach.")
+                        f"early stopping did not trigger, so this is a lower bound of what the classifier can reach."
+                    )
                 if key == "ola:1" and s.heldout_top1.max() < 5 * s.chance.iloc[0]:
                     lines.append(
                         "  - **Not trained to a meaningful accuracy at this size**: the held-out source stays below "
                         "5× chance (learning curve in the table's `curve` column), so the classifier does not test "
-                        "the claim either way here; run the paper profile (1,000 chunks) on a GPU.")
+                        "the claim either way here; run the paper profile (1,000 chunks) on a GPU."
+                    )
     lines.append(
         f"\nLikely reasons for differences from the paper: our models are far smaller (at most 0.5B parameters vs 1.5B–9B) "
         f"and the causal ones are 4-bit quantised upstream; the corpus is CoNLL-2003 news rather than CoNLL-2012 "

@@ -16,14 +16,21 @@ import matplotlib.pyplot as plt
 import torch
 
 from olas_utils.extract import OLAMaps, extract_ola
+from olas_utils.sinks import outlier_mask, remove_outliers, renormalize_rows
 from olas_utils.studies.depth import orders_for
 from olas_utils.studies.plots import grouped_heatmaps, save_figure
 from olas_utils.studies.profiles import GalleryProfile
-from olas_utils.sinks import outlier_mask, remove_outliers, renormalize_rows
 from olas_utils.vocabulary import MapKey, family_of
 
-__all__ = ["PROFILES", "GALLERY_SENT_IDS", "gallery_sentences", "extract_gallery",
-           "gallery_figures", "gallery_caption", "without_sinks"]
+__all__ = [
+    "PROFILES",
+    "GALLERY_SENT_IDS",
+    "gallery_sentences",
+    "extract_gallery",
+    "gallery_figures",
+    "gallery_caption",
+    "without_sinks",
+]
 
 #: Notebook 01 sizes per profile. ``models=None`` means the default zoo (a model shallower
 #: than an order is drawn without it, see :mod:`olas_utils.studies.depth`).
@@ -45,7 +52,9 @@ GALLERY_SENT_IDS: tuple[str, ...] = (
 )
 
 
-def gallery_sentences(n: int = 4, *, sent_ids: Sequence[str] = GALLERY_SENT_IDS, split: str = "dev", data_dir=None) -> list[list[str]]:
+def gallery_sentences(
+    n: int = 4, *, sent_ids: Sequence[str] = GALLERY_SENT_IDS, split: str = "dev", data_dir=None
+) -> list[list[str]]:
     """Words of the first ``n`` of ``sent_ids`` from UD English-EWT ``split`` (real text).
 
     Args:
@@ -82,7 +91,14 @@ class GalleryModel:
     maps: OLAMaps
 
 
-def extract_gallery(models: Sequence[str], sentences: Sequence[Sequence[str]], orders: Sequence[int], *, device=None, progress: bool = True) -> list[GalleryModel]:
+def extract_gallery(
+    models: Sequence[str],
+    sentences: Sequence[Sequence[str]],
+    orders: Sequence[int],
+    *,
+    device=None,
+    progress: bool = True,
+) -> list[GalleryModel]:
     """Word-level OLA of ``sentences`` for each model (loaded one at a time and released).
 
     Args:
@@ -108,7 +124,17 @@ def extract_gallery(models: Sequence[str], sentences: Sequence[Sequence[str]], o
     for name in models:
         lm = load_model(name, device=device)
         mine = orders_for(name, orders, lm.num_layers)
-        maps = extract_ola(lm.model, lm.tokenizer, sentences, orders=mine, rollout=False, layers=(), level="word", progress=progress, model_name=name)
+        maps = extract_ola(
+            lm.model,
+            lm.tokenizer,
+            sentences,
+            orders=mine,
+            rollout=False,
+            layers=(),
+            level="word",
+            progress=progress,
+            model_name=name,
+        )
         out.append(GalleryModel(name, lm.is_causal, maps))
         del lm
         gc.collect()
@@ -140,19 +166,25 @@ def gallery_caption(gallery: Sequence[GalleryModel], i: int, k: int) -> str:
         IndexError: if sentence ``i`` was not extracted.
     """
     words = gallery[0].maps.words[i]
-    models = ", ".join(f"{g.name} ({g.maps.num_layers} layers, {family_of(g.is_causal)})"
-                       for g in gallery)
-    order = ("the mean of the layers' head-averaged attention" if k == 1 else
-             f"the mean over all products of {k} distinct layers' head-averaged attention")
-    return (f"Models: {models}. Order {k}: {order}. Protocol: word level, neutral pooling (each entry is the "
-            f"attention divided by what uniform attention would give the same word pair, so 1 = uniform and "
-            f"tokenisation alone leaves no trace; special tokens left out); bottom row: attention-sink outliers "
-            f"(entries above row mean + 3 sd, and each row's maximum) zeroed and rows renormalised. "
-            f"Sizes: sentence {i + 1} of {len(gallery[0].maps)}, {len(words)} words, so each map is "
-            f"{len(words)}x{len(words)}; each panel has its own colour scale (range on its bar).")
+    models = ", ".join(f"{g.name} ({g.maps.num_layers} layers, {family_of(g.is_causal)})" for g in gallery)
+    order = (
+        "the mean of the layers' head-averaged attention"
+        if k == 1
+        else f"the mean over all products of {k} distinct layers' head-averaged attention"
+    )
+    return (
+        f"Models: {models}. Order {k}: {order}. Protocol: word level, neutral pooling (each entry is the "
+        f"attention divided by what uniform attention would give the same word pair, so 1 = uniform and "
+        f"tokenisation alone leaves no trace; special tokens left out); bottom row: attention-sink outliers "
+        f"(entries above row mean + 3 sd, and each row's maximum) zeroed and rows renormalised. "
+        f"Sizes: sentence {i + 1} of {len(gallery[0].maps)}, {len(words)} words, so each map is "
+        f"{len(words)}x{len(words)}; each panel has its own colour scale (range on its bar)."
+    )
 
 
-def gallery_figures(gallery: Sequence[GalleryModel], orders: Sequence[int], out_dir: str | Path, *, close: bool = True) -> list[Path]:
+def gallery_figures(
+    gallery: Sequence[GalleryModel], orders: Sequence[int], out_dir: str | Path, *, close: bool = True
+) -> list[Path]:
     """One figure per sentence and order: top row with sinks, bottom row without, models as
     columns grouped into encoders and causal LMs. Saved as
     ``out_dir/ola_gallery_s{i}_order{k}.png``.

@@ -54,8 +54,17 @@ def value_range_label(values, what: str = "weight") -> str:
     return f"{what}: {a.min():.3g} to {a.max():.3g}"
 
 
-def heatmap(ax, matrix, labels: Sequence[str] | None = None, *, title: str = "", cmap: str = "viridis",
-            colorbar: bool = True, value_label: str = "weight", max_labels: int = MAX_TICK_LABELS):
+def heatmap(
+    ax,
+    matrix,
+    labels: Sequence[str] | None = None,
+    *,
+    title: str = "",
+    cmap: str = "viridis",
+    colorbar: bool = True,
+    value_label: str = "weight",
+    max_labels: int = MAX_TICK_LABELS,
+):
     """Draw one ``(T, T)`` map on ``ax`` (query on the y axis, key on the x axis), with a
     colour bar stating the map's value range.
 

@@ -34,12 +34,20 @@ from olas_utils.data.tasks import TaskData, load_task
 from olas_utils.studies.profiles import AdapterSettings, SplitSizes, TransferProfile
 from olas_utils.vocabulary import Control
 
-__all__ = ["PROFILES", "PAPER_CLAIMS", "CONDITIONS", "VARIANTS", "CONTROLS", "TRANSFER_CONTROLS", "load_splits",
-           "run_transfer", "transfer_matrix"]
+__all__ = [
+    "PROFILES",
+    "PAPER_CLAIMS",
+    "CONDITIONS",
+    "VARIANTS",
+    "CONTROLS",
+    "TRANSFER_CONTROLS",
+    "load_splits",
+    "run_transfer",
+    "transfer_matrix",
+]
 
 #: Single-source training variants: name → (input normalisation, augmentations).
-VARIANTS: dict[str, tuple[str, bool]] = {"plain": ("none", False), "rank": ("rank", False),
-                                         "augmented": ("none", True)}
+VARIANTS: dict[str, tuple[str, bool]] = {"plain": ("none", False), "rank": ("rank", False), "augmented": ("none", True)}
 #: Controls of every transfer table, in display order (their condition names are :data:`CONTROLS`).
 TRANSFER_CONTROLS = (Control.RANDOM_INIT_TARGET, Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.BASELINE)
 #: Condition names of :data:`TRANSFER_CONTROLS` (the ``condition`` column).
@@ -47,13 +55,20 @@ CONTROLS = tuple(c.condition for c in TRANSFER_CONTROLS)
 #: The adapter inputs trained besides the model's maps.
 _INPUT_CONTROLS = (Control.TOKENIZER_ONLY, Control.POSITION_ONLY)
 #: Table conditions, in display order.
-CONDITIONS = ("self", "transfer", "transfer (rank)", "transfer (augmented)", "transfer (multi-source)",
-              "TOA (headline)") + CONTROLS
+CONDITIONS = (
+    "self",
+    "transfer",
+    "transfer (rank)",
+    "transfer (augmented)",
+    "transfer (multi-source)",
+    "TOA (headline)",
+) + CONTROLS
 
 #: The quick sizes and training settings (notebook 03's, so adapters are shared), kept by ``wide``.
 _QUICK_SIZES = SplitSizes(n_train=2000, n_dev=300, n_test=500, min_words=3, max_words=30)
-_QUICK_TRAINING = AdapterSettings(adapter="small", epochs=5, patience=2, batch_size=8, lr=3e-3, arc_dim=128,
-                                  label_dim=64, workers=2)
+_QUICK_TRAINING = AdapterSettings(
+    adapter="small", epochs=5, patience=2, batch_size=8, lr=3e-3, arc_dim=128, label_dim=64, workers=2
+)
 
 #: Notebook 04 sizes (``models=None``: the default zoo; ``tasks=None``: all of
 #: :data:`olas_utils.data.tasks.TASKS`). ``keys``: the OLA maps stacked as channels (each raw
@@ -70,31 +85,54 @@ _QUICK_TRAINING = AdapterSettings(adapter="small", epochs=5, patience=2, batch_s
 #: paper profile (or pass ``models`` / ``tasks``).
 PROFILES: dict[str, TransferProfile] = {
     "smoke": TransferProfile(
-        models=("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"), tasks=("pos", "relation"),
-        sizes=SplitSizes(n_train=24, n_dev=12, n_test=16, max_words=15), keys=("ola:1", "ola:2"), level="word",
-        training=AdapterSettings(adapter="tiny", epochs=2, patience=1, batch_size=8, lr=2e-3, arc_dim=32, label_dim=16,
-                                 workers=1)),
+        models=("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"),
+        tasks=("pos", "relation"),
+        sizes=SplitSizes(n_train=24, n_dev=12, n_test=16, max_words=15),
+        keys=("ola:1", "ola:2"),
+        level="word",
+        training=AdapterSettings(
+            adapter="tiny", epochs=2, patience=1, batch_size=8, lr=2e-3, arc_dim=32, label_dim=16, workers=1
+        ),
+    ),
     "quick": TransferProfile(
-        models=("minilm-l6", "paraphrase-minilm-l3", "e5-small"), tasks=("dependency",), sizes=_QUICK_SIZES,
-        keys=("ola:1",), level="word", training=_QUICK_TRAINING),
+        models=("minilm-l6", "paraphrase-minilm-l3", "e5-small"),
+        tasks=("dependency",),
+        sizes=_QUICK_SIZES,
+        keys=("ola:1",),
+        level="word",
+        training=_QUICK_TRAINING,
+    ),
     "wide": TransferProfile(
         models=("minilm-l6", "paraphrase-minilm-l3", "e5-small", "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b"),
-        tasks=("dependency", "relation"), sizes=_QUICK_SIZES, keys=("ola:1",), level="word", training=_QUICK_TRAINING),
+        tasks=("dependency", "relation"),
+        sizes=_QUICK_SIZES,
+        keys=("ola:1",),
+        level="word",
+        training=_QUICK_TRAINING,
+    ),
     "paper": TransferProfile(
-        models=None, tasks=None, sizes=SplitSizes(n_train=None, n_dev=None, n_test=None, max_words=None, min_words=1),
-        keys=("ola:1", "ola:2"), level="subword",
-        training=AdapterSettings(adapter="paper", epochs=15, patience=3, batch_size=2, lr=1e-5, arc_dim=512,
-                                 label_dim=128, workers=None)),
+        models=None,
+        tasks=None,
+        sizes=SplitSizes(n_train=None, n_dev=None, n_test=None, max_words=None, min_words=1),
+        keys=("ola:1", "ola:2"),
+        level="subword",
+        training=AdapterSettings(
+            adapter="paper", epochs=15, patience=3, batch_size=2, lr=1e-5, arc_dim=512, label_dim=128, workers=None
+        ),
+    ),
 }
 
 #: What the paper reports (``docs/method.md#reported-transfer-numbers``), for the closing comparison.
-PAPER_CLAIMS = ("On SemEval relation classification, TOA trained on Llama-3.2-3B gives 30–33 % accuracy on "
-                "unseen Qwen2-1.5B / Gemma-2-2B (5–8 % for zero-shot prompting); gains hold for POS, NER and "
-                "parsing, largest for small models and syntax-heavy tasks.")
+PAPER_CLAIMS = (
+    "On SemEval relation classification, TOA trained on Llama-3.2-3B gives 30–33 % accuracy on "
+    "unseen Qwen2-1.5B / Gemma-2-2B (5–8 % for zero-shot prompting); gains hold for POS, NER and "
+    "parsing, largest for small models and syntax-heavy tasks."
+)
 
 
-def load_splits(tasks: Sequence[str], cfg: TransferProfile, seed: int = 0,
-                data_dir=None) -> dict[str, tuple[TaskData, TaskData, TaskData]]:
+def load_splits(
+    tasks: Sequence[str], cfg: TransferProfile, seed: int = 0, data_dir=None
+) -> dict[str, tuple[TaskData, TaskData, TaskData]]:
     """``{task: (train, dev, test)}`` subsets per the profile's :class:`SplitSizes`
     (the paper profile keeps every sentence)."""
     sizes = cfg.sizes
@@ -103,9 +141,18 @@ def load_splits(tasks: Sequence[str], cfg: TransferProfile, seed: int = 0,
     return {t: tuple(load_task(t, split, n=n[split], **kw) for split in ("train", "dev", "test")) for t in tasks}
 
 
-def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskData, TaskData]], cfg: TransferProfile,
-                 pool, *,
-                 seed: int = 0, device="cpu", checkpoint_dir=None, progress: bool = True, store=None) -> pd.DataFrame:
+def run_transfer(
+    models: Sequence[str],
+    splits: dict[str, tuple[TaskData, TaskData, TaskData]],
+    cfg: TransferProfile,
+    pool,
+    *,
+    seed: int = 0,
+    device="cpu",
+    checkpoint_dir=None,
+    progress: bool = True,
+    store=None,
+) -> pd.DataFrame:
     """Train every (model, task, variant) adapter with early stopping on the model's dev
     data and evaluate it on every model of its family, with the remedies, controls and
     baseline of the module docstring.
@@ -135,7 +182,7 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
     keys = list(cfg.keys)
     # 1. maps, model-major (each model and its random copy loaded once)
     for name in models:
-        for task, (train, dev, test) in splits.items():
+        for train, dev, test in splits.values():
             for data in (train, dev, test):
                 store.maps(name, data)
                 store.maps(name, data, Control.TOKENIZER_ONLY)
@@ -145,11 +192,22 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
     rows = []
 
     def add(task, source, target, condition, variant, scores, info=None, **extra):
-        rows.append({"task": task, "metric": HEADLINE[task], "family": family.get(target, "-"), "source": source,
-                     "target": target, "condition": condition, "variant": variant,
-                     "score": scores[HEADLINE[task]], **scores,
-                     "best_epoch": (info or {}).get("best_epoch"), "epochs_run": (info or {}).get("epochs_run"),
-                     **extra})
+        rows.append(
+            {
+                "task": task,
+                "metric": HEADLINE[task],
+                "family": family.get(target, "-"),
+                "source": source,
+                "target": target,
+                "condition": condition,
+                "variant": variant,
+                "score": scores[HEADLINE[task]],
+                **scores,
+                "best_epoch": (info or {}).get("best_epoch"),
+                "epochs_run": (info or {}).get("epochs_run"),
+                **extra,
+            }
+        )
 
     for task, (train, dev, test) in splits.items():
         metric = HEADLINE[task]
@@ -163,10 +221,17 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
 
         def job(names, variant="plain", inputs=Control.TRAINED):
             x_tr, x_dv = (_interleave([ex(n, d, variant, inputs) for n in names]) for d in (train, dev))
-            return adapter_job((x_tr, train), (x_dv, dev), cfg.training, seed=seed, augment=VARIANTS[variant][1],
-                               provenance=provenance(names, keys, cfg.level, inputs=inputs, variant=variant),
-                               device=device, checkpoint_dir=checkpoint_dir,
-                               desc=f"{task} on {'+'.join(names)} {variant} {inputs.condition}")
+            return adapter_job(
+                (x_tr, train),
+                (x_dv, dev),
+                cfg.training,
+                seed=seed,
+                augment=VARIANTS[variant][1],
+                provenance=provenance(names, keys, cfg.level, inputs=inputs, variant=variant),
+                device=device,
+                checkpoint_dir=checkpoint_dir,
+                desc=f"{task} on {'+'.join(names)} {variant} {inputs.condition}",
+            )
 
         plan = {("single", s, v): job([s], v) for s in models for v in VARIANTS}
         for target in models:
@@ -177,8 +242,12 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
                 plan[inputs, target, "plain"] = job([target], "plain", inputs)
         trained = train_adapters(plan, cfg.training, progress=progress)  # every distinct run once, in parallel on a CPU
         adapters = {(s, v): trained["single", s, v] for s in models for v in VARIANTS}
-        dev_transfer = {(s, t, v): evaluate(adapters[s, v][0], ex(t, dev, v), dev, device=device)[metric]
-                        for (s, v) in adapters for t in models if t != s and family[t] == family[s]}
+        dev_transfer = {
+            (s, t, v): evaluate(adapters[s, v][0], ex(t, dev, v), dev, device=device)[metric]
+            for (s, v) in adapters
+            for t in models
+            if t != s and family[t] == family[s]
+        }
         for target in models:
             peers = [s for s in models if family[s] == family[target]]
             others = [s for s in peers if s != target]
@@ -186,8 +255,15 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
             add(task, target, target, "self", "plain", ev(model, target, ex(target, test)), info)
             for source in peers:
                 model, info = adapters[source, "plain"]
-                add(task, source, target, Control.RANDOM_INIT_TARGET.condition, "plain",
-                    ev(model, target, ex(target, test, control=Control.RANDOM_INIT_TARGET)), info)
+                add(
+                    task,
+                    source,
+                    target,
+                    Control.RANDOM_INIT_TARGET.condition,
+                    "plain",
+                    ev(model, target, ex(target, test, control=Control.RANDOM_INIT_TARGET)),
+                    info,
+                )
             for source in others:
                 for v in VARIANTS:
                     model, info = adapters[source, v]
@@ -195,28 +271,69 @@ def run_transfer(models: Sequence[str], splits: dict[str, tuple[TaskData, TaskDa
                     add(task, source, target, cond, v, ev(model, target, ex(target, test, v)), info)
             if others:
                 model, info = trained["multi", target, "plain"]
-                add(task, "others", target, "transfer (multi-source)", "plain",
-                    ev(model, target, ex(target, test)), info)
+                add(
+                    task,
+                    "others",
+                    target,
+                    "transfer (multi-source)",
+                    "plain",
+                    ev(model, target, ex(target, test)),
+                    info,
+                )
                 choice = _choose_variant(dev_transfer, [s for s in others])
-                chosen = [r for r in rows if r["task"] == task and r["target"] == target
-                          and r["condition"].startswith("transfer") and r["variant"] == choice[0]
-                          and r["source"] in others]
+                chosen = [
+                    r
+                    for r in rows
+                    if r["task"] == task
+                    and r["target"] == target
+                    and r["condition"].startswith("transfer")
+                    and r["variant"] == choice[0]
+                    and r["source"] in others
+                ]
                 mean = {k: sum(r[k] for r in chosen) / len(chosen) for k in score_keys(chosen[0])}
                 add(task, "chosen", target, "TOA (headline)", choice[0], mean, dev_choice=choice[1])
             for inputs in _INPUT_CONTROLS:
                 model, info = trained[inputs, target, "plain"]
-                add(task, target, target, inputs.condition, "plain",
-                    ev(model, target, ex(target, test, inputs=inputs)), info)
+                add(
+                    task,
+                    target,
+                    target,
+                    inputs.condition,
+                    "plain",
+                    ev(model, target, ex(target, test, inputs=inputs)),
+                    info,
+                )
         base = score(test, trivial_baseline(train, test))
-        rows.append({"task": task, "metric": metric, "family": "-", "source": "-", "target": "-",
-                     "condition": Control.BASELINE.condition, "variant": "-", "score": base[metric], **base})
+        rows.append(
+            {
+                "task": task,
+                "metric": metric,
+                "family": "-",
+                "source": "-",
+                "target": "-",
+                "condition": Control.BASELINE.condition,
+                "variant": "-",
+                "score": base[metric],
+                **base,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def score_keys(row: dict) -> list[str]:
     """The metric columns of a result row (those :func:`olas_utils.toa.fit.score` returns)."""
-    skip = {"task", "metric", "family", "source", "target", "condition", "variant", "best_epoch", "epochs_run",
-            "dev_choice"}
+    skip = {
+        "task",
+        "metric",
+        "family",
+        "source",
+        "target",
+        "condition",
+        "variant",
+        "best_epoch",
+        "epochs_run",
+        "dev_choice",
+    }
     return [k for k, v in row.items() if k not in skip and isinstance(v, float)]
 
 
@@ -231,8 +348,10 @@ def _choose_variant(dev_transfer: dict, sources: Sequence[str]) -> tuple[str, fl
     the dev data of a model that is not the target); ``"plain"`` if fewer than two."""
     if len(sources) < 2:
         return "plain", None
-    means = {v: sum(dev_transfer[s, t, v] for s, t in permutations(sources, 2)) / (len(sources) * (len(sources) - 1))
-             for v in VARIANTS}
+    means = {
+        v: sum(dev_transfer[s, t, v] for s, t in permutations(sources, 2)) / (len(sources) * (len(sources) - 1))
+        for v in VARIANTS
+    }
     best = max(VARIANTS, key=lambda v: (means[v], v == "plain"))
     return best, means[best]
 

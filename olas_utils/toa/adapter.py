@@ -74,8 +74,9 @@ class OLAAdapter(nn.Module):
 
         self.config = config
         self.proj = nn.Conv2d(config.in_channels, config.dim, kernel_size=1)
-        self.body = AxialImageTransformer(dim=config.dim, depth=config.depth, heads=config.heads,
-                                          dim_index=1, reversible=config.reversible)
+        self.body = AxialImageTransformer(
+            dim=config.dim, depth=config.depth, heads=config.heads, dim_index=1, reversible=config.reversible
+        )
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Features read off the diagonal of the transformed image.
@@ -93,8 +94,10 @@ class OLAAdapter(nn.Module):
         if images.dim() != 4 or images.shape[-1] != images.shape[-2]:
             raise ValueError(f"images must be (batch, channels, L, L), got {tuple(images.shape)}")
         if images.shape[1] != self.config.in_channels:
-            raise ValueError(f"the adapter expects {self.config.in_channels} channels, got {images.shape[1]} "
-                             "(the channel list must match the one it was trained with)")
+            raise ValueError(
+                f"the adapter expects {self.config.in_channels} channels, got {images.shape[1]} "
+                "(the channel list must match the one it was trained with)"
+            )
         h = self.body(self.proj(images))
         idx = torch.arange(images.shape[-1], device=images.device)
         return h[:, :, idx, idx].transpose(1, 2)

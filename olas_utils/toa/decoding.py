@@ -210,7 +210,7 @@ def _find_cycle(heads: np.ndarray) -> list[int] | None:
             path.append(v)
             v = int(heads[v])
         if state[v] == 1:  # closed a cycle on the current path
-            cycle = path[path.index(v):]
+            cycle = path[path.index(v) :]
             for u in path:
                 state[u] = 2
             return cycle

@@ -29,12 +29,21 @@ from typing import Sequence
 
 import torch
 
+from olas_utils.data.tasks import TaskData
 from olas_utils.extract import OLAMaps
 from olas_utils.sinks import preprocess
-from olas_utils.data.tasks import TaskData
 
-__all__ = ["Example", "word_positions", "adapter_image", "position_image", "rank_rows", "build_examples",
-           "n_channels", "NORMALIZATIONS", "SOURCES"]
+__all__ = [
+    "Example",
+    "word_positions",
+    "adapter_image",
+    "position_image",
+    "rank_rows",
+    "build_examples",
+    "n_channels",
+    "NORMALIZATIONS",
+    "SOURCES",
+]
 
 #: Input normalisations of :func:`adapter_image` and inputs of :func:`build_examples`.
 NORMALIZATIONS = ("none", "rank")
@@ -121,8 +130,16 @@ def position_image(length: int, n_channels: int, *, causal: bool) -> torch.Tenso
     return torch.stack([left if c % 2 == 0 else right for c in range(n_channels)])
 
 
-def adapter_image(maps: OLAMaps, i: int, keys: Sequence[str], *, remove_sinks: bool = True,
-                  keep_raw: bool = True, normalize: str = "none", source: str = "ola") -> torch.Tensor:
+def adapter_image(
+    maps: OLAMaps,
+    i: int,
+    keys: Sequence[str],
+    *,
+    remove_sinks: bool = True,
+    keep_raw: bool = True,
+    normalize: str = "none",
+    source: str = "ola",
+) -> torch.Tensor:
     """``(C, L, L)`` adapter input of sentence ``i`` (see the module docstring).
 
     Raises:
@@ -130,23 +147,39 @@ def adapter_image(maps: OLAMaps, i: int, keys: Sequence[str], *, remove_sinks: b
         ValueError: unknown ``normalize`` or ``source``.
     """
     if normalize not in NORMALIZATIONS or source not in SOURCES:
-        raise ValueError(f"normalize must be one of {NORMALIZATIONS} and source one of {SOURCES}, got "
-                         f"{normalize!r}, {source!r}")
+        raise ValueError(
+            f"normalize must be one of {NORMALIZATIONS} and source one of {SOURCES}, got {normalize!r}, {source!r}"
+        )
     if source == "position":
         length = maps[keys[0]][i].shape[-1]
-        x = position_image(length, n_channels(keys, remove_sinks=remove_sinks, keep_raw=keep_raw),
-                           causal=maps.is_causal)
+        x = position_image(
+            length, n_channels(keys, remove_sinks=remove_sinks, keep_raw=keep_raw), causal=maps.is_causal
+        )
         x = x / x.sum(-1, keepdim=True)
     else:
-        x = preprocess(maps.stack(i, keys), causal=maps.is_causal, remove_sinks=remove_sinks, keep_raw=keep_raw,
-                       renormalize=True, symmetrize=False)
+        x = preprocess(
+            maps.stack(i, keys),
+            causal=maps.is_causal,
+            remove_sinks=remove_sinks,
+            keep_raw=keep_raw,
+            renormalize=True,
+            symmetrize=False,
+        )
     if normalize == "rank":
         return rank_rows(x, maps.is_causal).float().contiguous()
     return (x * x.shape[-1]).float().contiguous()
 
 
-def build_examples(maps: OLAMaps, data: TaskData, keys: Sequence[str], *, remove_sinks: bool = True,
-                   keep_raw: bool = True, normalize: str = "none", source: str = "ola") -> list[Example]:
+def build_examples(
+    maps: OLAMaps,
+    data: TaskData,
+    keys: Sequence[str],
+    *,
+    remove_sinks: bool = True,
+    keep_raw: bool = True,
+    normalize: str = "none",
+    source: str = "ola",
+) -> list[Example]:
     """Adapter examples of a task split from its OLA maps (either level).
 
     Args:
@@ -165,14 +198,20 @@ def build_examples(maps: OLAMaps, data: TaskData, keys: Sequence[str], *, remove
     if not keys:
         raise ValueError("keys must name at least one map, e.g. ['ola:1', 'ola:2']")
     if len(maps) != len(data) or any(list(a) != list(b) for a, b in zip(maps.words, data.words)):
-        raise ValueError(f"the maps ({len(maps)} sentences) were not extracted from this {data.task}/"
-                         f"{data.split} data ({len(data)} sentences); extract them from data.words")
+        raise ValueError(
+            f"the maps ({len(maps)} sentences) were not extracted from this {data.task}/"
+            f"{data.split} data ({len(data)} sentences); extract them from data.words"
+        )
     out = []
     for i in range(len(data)):
         lab = data.label_ids(i)
-        ex = Example(image=adapter_image(maps, i, keys, remove_sinks=remove_sinks, keep_raw=keep_raw,
-                                         normalize=normalize, source=source),
-                     positions=word_positions(maps, i), labels=torch.as_tensor(lab, dtype=torch.long))
+        ex = Example(
+            image=adapter_image(
+                maps, i, keys, remove_sinks=remove_sinks, keep_raw=keep_raw, normalize=normalize, source=source
+            ),
+            positions=word_positions(maps, i),
+            labels=torch.as_tensor(lab, dtype=torch.long),
+        )
         if data.heads is not None:
             ex.heads = torch.as_tensor(data.heads[i], dtype=torch.long)
         if data.spans is not None:

@@ -15,20 +15,34 @@ from typing import Sequence
 
 import torch
 
+from olas_utils.data.tasks import TaskData
 from olas_utils.toa.adapter import ADAPTER_SIZES, AdapterConfig
 from olas_utils.toa.features import Example
 from olas_utils.toa.heads import TOAModel
-from olas_utils.data.tasks import TaskData
 from olas_utils.toa.train import Selection, TrainConfig, checkpoint_key, examples_digest, predict, train_model
 
-__all__ = ["HEADLINE", "to_labels", "score", "trivial_baseline", "fit_adapter", "checkpoint_file", "adapter_config",
-           "AdapterSettings", "profile_training"]
+__all__ = [
+    "HEADLINE",
+    "to_labels",
+    "score",
+    "trivial_baseline",
+    "fit_adapter",
+    "checkpoint_file",
+    "adapter_config",
+    "AdapterSettings",
+    "profile_training",
+]
 
 #: The metric each task's tables lead with (key of :func:`score`'s result). Dependency leads
 #: with UAS: OLA carries structure but no word identity, and LAS also needs relation labels
 #: (LAS and the no-punctuation scores are in every table's CSV).
-HEADLINE: dict[str, str] = {"pos": "accuracy", "ner-conll2003": "f1", "ner-uner": "f1",
-                            "relation": "macro_f1", "dependency": "uas"}
+HEADLINE: dict[str, str] = {
+    "pos": "accuracy",
+    "ner-conll2003": "f1",
+    "ner-uner": "f1",
+    "relation": "macro_f1",
+    "dependency": "uas",
+}
 
 
 def to_labels(data: TaskData, preds: Sequence) -> list:
@@ -97,6 +111,7 @@ def trivial_baseline(train: TaskData, test: TaskData) -> list:
     if not len(train):
         raise ValueError("the training split is empty")
     if train.kind == "relation":
+
         def ents(words, spans):
             return words[spans[0][1] - 1].lower(), words[spans[1][1] - 1].lower()
 
@@ -183,10 +198,22 @@ def profile_training(settings: AdapterSettings, seed: int, kind: str) -> tuple[T
     return tcfg, heads
 
 
-def fit_adapter(examples: Sequence[Example], data: TaskData, adapter: AdapterConfig, cfg: TrainConfig, *,
-                checkpoint_dir: str | Path | None = None, provenance: dict | None = None, head_kwargs: dict | None = None,
-                dev: tuple[Sequence[Example], TaskData] | None = None, patience: int = 2, min_epochs: int = 1,
-                device="cpu", progress: bool = True, desc: str = "train") -> tuple[TOAModel, dict]:
+def fit_adapter(
+    examples: Sequence[Example],
+    data: TaskData,
+    adapter: AdapterConfig,
+    cfg: TrainConfig,
+    *,
+    checkpoint_dir: str | Path | None = None,
+    provenance: dict | None = None,
+    head_kwargs: dict | None = None,
+    dev: tuple[Sequence[Example], TaskData] | None = None,
+    patience: int = 2,
+    min_epochs: int = 1,
+    device="cpu",
+    progress: bool = True,
+    desc: str = "train",
+) -> tuple[TOAModel, dict]:
     """Build a :class:`~olas_utils.toa.heads.TOAModel` (initialised under ``cfg.seed``) and train
     it on ``examples`` (resumably when ``checkpoint_dir`` is given; a finished run with the
     same settings is loaded instead of retrained).
@@ -212,10 +239,20 @@ def fit_adapter(examples: Sequence[Example], data: TaskData, adapter: AdapterCon
     Raises:
         ValueError: ``dev`` data of another task than ``data``, or examples that do not match it.
     """
-    model, extra, selection, ckpt = _prepare(examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs,
-                                             dev, patience, min_epochs, device)
-    info = train_model(model, examples, cfg, checkpoint=ckpt, extra=extra, selection=selection, device=device,
-                       progress=progress, desc=desc)
+    model, extra, selection, ckpt = _prepare(
+        examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs, dev, patience, min_epochs, device
+    )
+    info = train_model(
+        model,
+        examples,
+        cfg,
+        checkpoint=ckpt,
+        extra=extra,
+        selection=selection,
+        device=device,
+        progress=progress,
+        desc=desc,
+    )
     return model, info
 
 
@@ -226,16 +263,27 @@ def _prepare(examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwar
     if dev is not None:
         dev_ex, dev_data = dev
         if dev_data.task != data.task or len(dev_ex) != len(dev_data):
-            raise ValueError(f"dev must be examples of the {data.task} task with one example per sentence, got "
-                             f"{len(dev_ex)} examples of {dev_data.task}/{dev_data.split} ({len(dev_data)} sentences)")
+            raise ValueError(
+                f"dev must be examples of the {data.task} task with one example per sentence, got "
+                f"{len(dev_ex)} examples of {dev_data.task}/{dev_data.split} ({len(dev_data)} sentences)"
+            )
         metric = HEADLINE[data.task]
-        selection = Selection(score=lambda m: evaluate(m, dev_ex, dev_data, device=device)[metric], patience=patience,
-                              min_epochs=min_epochs, identity=f"{metric}:{dev_data.fingerprint()}:{examples_digest(dev_ex)}")
+        selection = Selection(
+            score=lambda m: evaluate(m, dev_ex, dev_data, device=device)[metric],
+            patience=patience,
+            min_epochs=min_epochs,
+            identity=f"{metric}:{dev_data.fingerprint()}:{examples_digest(dev_ex)}",
+        )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model = TOAModel(adapter, data.kind, len(data.label_names), **(head_kwargs or {}))
-    extra = {**(provenance or {}), "task": data.task, "labels": list(data.label_names), "data": data.fingerprint(),
-             "head_kwargs": head_kwargs or {}}
+    extra = {
+        **(provenance or {}),
+        "task": data.task,
+        "labels": list(data.label_names),
+        "data": data.fingerprint(),
+        "head_kwargs": head_kwargs or {},
+    }
     ckpt = None
     if checkpoint_dir is not None:
         # named by the run's full key (settings + the examples' bytes): another model, other channels,
@@ -244,10 +292,21 @@ def _prepare(examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwar
     return model, extra, selection, ckpt
 
 
-def checkpoint_file(examples: Sequence[Example], data: TaskData, adapter: AdapterConfig, cfg: TrainConfig, *,
-                    checkpoint_dir: str | Path, provenance: dict | None = None, head_kwargs: dict | None = None,
-                    dev: tuple[Sequence[Example], TaskData] | None = None, patience: int = 2,
-                    min_epochs: int = 1, device="cpu", **_) -> Path:
+def checkpoint_file(
+    examples: Sequence[Example],
+    data: TaskData,
+    adapter: AdapterConfig,
+    cfg: TrainConfig,
+    *,
+    checkpoint_dir: str | Path,
+    provenance: dict | None = None,
+    head_kwargs: dict | None = None,
+    dev: tuple[Sequence[Example], TaskData] | None = None,
+    patience: int = 2,
+    min_epochs: int = 1,
+    device="cpu",
+    **_,
+) -> Path:
     """The checkpoint :func:`fit_adapter` would write for these arguments (same key, nothing
     trained). Two calls with the same file are the same run: :mod:`olas_utils.toa.parallel`
     uses it to train each distinct run once.
@@ -255,12 +314,14 @@ def checkpoint_file(examples: Sequence[Example], data: TaskData, adapter: Adapte
     Raises:
         ValueError: as :func:`fit_adapter`.
     """
-    return _prepare(examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs, dev, patience,
-                    min_epochs, device)[3]
+    return _prepare(
+        examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs, dev, patience, min_epochs, device
+    )[3]
 
 
-def evaluate(model: TOAModel, examples: Sequence[Example], data: TaskData, *, device="cpu", tree: str = "mst",
-             word_ids=None) -> dict:
+def evaluate(
+    model: TOAModel, examples: Sequence[Example], data: TaskData, *, device="cpu", tree: str = "mst", word_ids=None
+) -> dict:
     """Predict ``examples`` (of ``data``) and :func:`score` them.
 
     ``word_ids`` (per sentence, each subword's word index, −1 for special tokens; e.g.
@@ -273,9 +334,11 @@ def evaluate(model: TOAModel, examples: Sequence[Example], data: TaskData, *, de
             the examples are not those of ``data``.
     """
     if model.kind != data.kind or model.n_classes != len(data.label_names):
-        raise ValueError(f"the model is a {model.kind} model with {model.n_classes} classes but {data.task} is a "
-                         f"{data.kind} task with {len(data.label_names)} labels; evaluate it on the task it was "
-                         "trained for")
+        raise ValueError(
+            f"the model is a {model.kind} model with {model.n_classes} classes but {data.task} is a "
+            f"{data.kind} task with {len(data.label_names)} labels; evaluate it on the task it was "
+            "trained for"
+        )
     if len(examples) != len(data):
         raise ValueError(f"{len(examples)} examples for {len(data)} sentences of {data.task}/{data.split}")
     labels = to_labels(data, predict(model, examples, device=device, tree=tree))

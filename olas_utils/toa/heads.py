@@ -96,8 +96,9 @@ class BiaffineHead(nn.Module):
     out ``[dependent, head]`` as :func:`olas_utils.toa.decoding.decode_tree` expects (row 0 unused).
     """
 
-    def __init__(self, dim: int, n_labels: int, arc_dim: int = 512, label_dim: int = 128,
-                 dropout: float = 0.33) -> None:
+    def __init__(
+        self, dim: int, n_labels: int, arc_dim: int = 512, label_dim: int = 128, dropout: float = 0.33
+    ) -> None:
         super().__init__()
         self.root = nn.Parameter(torch.randn(dim) * 0.02)
         self.arc_dep, self.arc_head = _MLP(dim, arc_dim, dropout), _MLP(dim, arc_dim, dropout)
@@ -183,9 +184,19 @@ class TOAModel(nn.Module):
         from olas_utils.atomic import save_atomic
 
         path = Path(path)
-        save_atomic({"format": "olas-toa-1", "adapter": self.adapter.config.to_dict(), "kind": self.kind,
-                     "n_classes": self.n_classes, "head_kwargs": self.head_kwargs, "state": self.state_dict(),
-                     "metadata": metadata}, path, what="TOA model file")
+        save_atomic(
+            {
+                "format": "olas-toa-1",
+                "adapter": self.adapter.config.to_dict(),
+                "kind": self.kind,
+                "n_classes": self.n_classes,
+                "head_kwargs": self.head_kwargs,
+                "state": self.state_dict(),
+                "metadata": metadata,
+            },
+            path,
+            what="TOA model file",
+        )
         return path
 
     @classmethod

@@ -65,8 +65,9 @@ class MapShards:
             try:
                 ids = json.loads(lst.read_text())["sentences"]
             except (OSError, ValueError, KeyError, TypeError) as e:
-                warnings.warn(f"ignoring the unreadable shard list {lst} ({e}); its sentences are extracted again",
-                              stacklevel=2)
+                warnings.warn(
+                    f"ignoring the unreadable shard list {lst} ({e}); its sentences are extracted again", stacklevel=2
+                )
                 continue
             for pos, sid in enumerate(ids):
                 out.setdefault(sid, (lst.stem, pos))
@@ -95,8 +96,7 @@ class MapShards:
         if lst.exists():
             lst.replace(lst.with_name(lst.name + ".bad"))
 
-    def read(self, ids: Sequence[str], index: dict[str, tuple[str, int]] | None = None, *,
-             loaded: dict | None = None):
+    def read(self, ids: Sequence[str], index: dict[str, tuple[str, int]] | None = None, *, loaded: dict | None = None):
         """The maps of ``ids`` (all stored), in that order, as one
         :class:`~olas_utils.maps.OLAMaps` (provenance from the first shard read).
 
@@ -131,16 +131,29 @@ class MapShards:
                     raise DamagedShardError(f"the shard {self.folder / name}.pt cannot be read ({e})", name) from e
         shards = {name: shards[name] for name in dict.fromkeys(index[sid][0] for sid in ids)}
         first = next(iter(shards.values()))
-        same = ("model_name", "num_layers", "is_causal", "level", "capture_path", "dtype", "library_version",
-                "pooling", "attention")
+        same = (
+            "model_name",
+            "num_layers",
+            "is_causal",
+            "level",
+            "capture_path",
+            "dtype",
+            "library_version",
+            "pooling",
+            "attention",
+        )
         for name, m in shards.items():
             if any(getattr(m, f) != getattr(first, f) for f in same) or set(m.maps) != set(first.maps):
-                raise ValueError(f"shard {name} in {self.folder} holds other maps than its neighbours; delete the "
-                                 "folder to extract again")
+                raise ValueError(
+                    f"shard {name} in {self.folder} holds other maps than its neighbours; delete the "
+                    "folder to extract again"
+                )
         picks = [(shards[index[sid][0]], index[sid][1]) for sid in ids]
         return dataclasses.replace(
             first,
             maps={k: [m.maps[k][p] for m, p in picks] for k in first.maps},
             special={k: [m.special[k][p] for m, p in picks] for k in first.special},
-            tokens=[m.tokens[p] for m, p in picks], words=[m.words[p] for m, p in picks],
-            word_ids=[m.word_ids[p] for m, p in picks])
+            tokens=[m.tokens[p] for m, p in picks],
+            words=[m.words[p] for m, p in picks],
+            word_ids=[m.word_ids[p] for m, p in picks],
+        )

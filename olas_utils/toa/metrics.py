@@ -17,7 +17,14 @@ from collections.abc import Sequence
 
 from olas_utils.data import SEMEVAL_LABELS
 
-__all__ = ["pos_accuracy", "released_pos_accuracy", "entity_f1", "semeval_scores", "attachment_scores", "SEMEVAL_RELATIONS"]
+__all__ = [
+    "pos_accuracy",
+    "released_pos_accuracy",
+    "entity_f1",
+    "semeval_scores",
+    "attachment_scores",
+    "SEMEVAL_RELATIONS",
+]
 
 
 def _check_parallel(gold: Sequence[Sequence], pred: Sequence[Sequence], what: str) -> int:
@@ -60,8 +67,9 @@ def pos_accuracy(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -
     return correct / total
 
 
-def released_pos_accuracy(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
-                          word_ids: Sequence[Sequence[int]]) -> float:
+def released_pos_accuracy(
+    gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], word_ids: Sequence[Sequence[int]]
+) -> float:
     """POS accuracy as the paper's released code counts it (``docs/method.md#released-code``): over every subword
     token, special tokens included, from word-level tags.
 

@@ -61,8 +61,9 @@ def _fit_in_worker(packed: bytes) -> str:
     try:
         fit_adapter(**job, progress=False)
     except Exception as e:  # noqa: BLE001 - re-raised in the parent with the run named
-        raise RuntimeError(f"training '{job.get('desc', 'adapter')}' failed in a worker process: "
-                           f"{type(e).__name__}: {e}") from None
+        raise RuntimeError(
+            f"training '{job.get('desc', 'adapter')}' failed in a worker process: {type(e).__name__}: {e}"
+        ) from None
     return job.get("desc", "adapter")
 
 
@@ -75,8 +76,9 @@ def _finished(path) -> bool:
         return False
 
 
-def fit_many(jobs: Mapping[Hashable, dict], *, workers: int | None = None, progress: bool = True,
-             desc: str = "adapters") -> dict:
+def fit_many(
+    jobs: Mapping[Hashable, dict], *, workers: int | None = None, progress: bool = True, desc: str = "adapters"
+) -> dict:
     """Train several adapters, ``workers`` at a time, and return each ``(model, info)``.
 
     Args:
@@ -110,11 +112,15 @@ def fit_many(jobs: Mapping[Hashable, dict], *, workers: int | None = None, progr
     if workers > 1:
         for name, job in jobs.items():
             if job.get("checkpoint_dir") is None:
-                raise ValueError(f"job {name!r} has no checkpoint_dir: parallel training hands the weights back "
-                                 "through checkpoints; pass one or use workers=1")
+                raise ValueError(
+                    f"job {name!r} has no checkpoint_dir: parallel training hands the weights back "
+                    "through checkpoints; pass one or use workers=1"
+                )
             if str(job.get("device", "cpu")) != "cpu":
-                raise ValueError(f"job {name!r} trains on {job['device']}: parallel workers are for the CPU; "
-                                 "use workers=1 on an accelerator")
+                raise ValueError(
+                    f"job {name!r} trains on {job['device']}: parallel workers are for the CPU; "
+                    "use workers=1 on an accelerator"
+                )
         distinct: dict = {}
         for job in jobs.values():
             distinct.setdefault(checkpoint_file(**job), job)
@@ -129,8 +135,12 @@ def _run_pool(pending: list, workers: int, progress: bool, desc: str) -> None:
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     threads = max(1, torch.get_num_threads() // workers)
-    bar = tqdm(total=len(pending), desc=f"{desc} ({workers} workers × {threads} thread{'s' * (threads > 1)})",
-               disable=not progress, unit="run")
+    bar = tqdm(
+        total=len(pending),
+        desc=f"{desc} ({workers} workers × {threads} thread{'s' * (threads > 1)})",
+        disable=not progress,
+        unit="run",
+    )
     ctx = multiprocessing.get_context("spawn")  # fork after OpenMP start-up can deadlock the child
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
     try:

@@ -18,9 +18,9 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
+from olas_utils.data.tasks import TaskData
 from olas_utils.extract import OLAMaps
 from olas_utils.fingerprint import legacy_json, library_versions, sha256_text
-from olas_utils.data.tasks import TaskData
 from olas_utils.vocabulary import Control
 
 __all__ = ["ModelPool", "maps_key", "task_maps"]
@@ -99,20 +99,36 @@ class ModelPool:
         gc.collect()
 
 
-def maps_key(weights_id: str, model: str, control: Control | str, seed: int, orders: Sequence[int],
-             rollout: bool) -> str:
+def maps_key(
+    weights_id: str, model: str, control: Control | str, seed: int, orders: Sequence[int], rollout: bool
+) -> str:
     """SHA-256 of everything a sentence's maps depend on besides its words (the weights,
     control and its seed, orders, rollout and library versions): one shard folder each."""
     control = _control(control)
-    payload = {"weights": weights_id, "model": model, "control": control.cache_id,
-               "control_seed": seed if control is Control.RANDOM_WEIGHTS else None,
-               "orders": sorted(orders), "rollout": rollout, "versions": library_versions()}
+    payload = {
+        "weights": weights_id,
+        "model": model,
+        "control": control.cache_id,
+        "control_seed": seed if control is Control.RANDOM_WEIGHTS else None,
+        "orders": sorted(orders),
+        "rollout": rollout,
+        "versions": library_versions(),
+    }
     return sha256_text(legacy_json(payload))
 
 
-def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: Control | str = Control.TRAINED,
-              orders: Sequence[int] = (1, 2, 3), rollout: bool = True, batch_size: int = 8,
-              cache_dir=None, progress: bool = True) -> OLAMaps:
+def task_maps(
+    pool: ModelPool,
+    model: str,
+    data: TaskData,
+    *,
+    control: Control | str = Control.TRAINED,
+    orders: Sequence[int] = (1, 2, 3),
+    rollout: bool = True,
+    batch_size: int = 8,
+    cache_dir=None,
+    progress: bool = True,
+) -> OLAMaps:
     """Subword-level OLA maps of ``data.words`` for a model or its control, cached per
     sentence: only sentences that no earlier call stored are extracted
     (:mod:`olas_utils.toa.mapshards`).
@@ -155,15 +171,27 @@ def task_maps(pool: ModelPool, model: str, data: TaskData, *, control: Control |
         if todo:
             words = dict(zip(ids, data.words))
             lm = pool.get(model, control)
-            new = extract_ola(lm.model, lm.tokenizer, [words[i] for i in todo], orders=orders, rollout=rollout,
-                              layers=(), batch_size=batch_size, progress=progress, model_name=lm.name,
-                              attention="uniform" if control is Control.TOKENIZER_ONLY else "model")
+            new = extract_ola(
+                lm.model,
+                lm.tokenizer,
+                [words[i] for i in todo],
+                orders=orders,
+                rollout=rollout,
+                layers=(),
+                batch_size=batch_size,
+                progress=progress,
+                model_name=lm.name,
+                attention="uniform" if control is Control.TOKENIZER_ONLY else "model",
+            )
             try:
                 name = shards.write(new, todo)
             except OSError as e:  # keep the work: use the maps from memory, say why they were not cached
-                warnings.warn(f"could not write OLA maps to the cache {shards.folder} ({e.strerror or e}); they are "
-                              "returned but will be extracted again next time. Set OLAS_CACHE_DIR to a writable "
-                              "folder.", stacklevel=2)
+                warnings.warn(
+                    f"could not write OLA maps to the cache {shards.folder} ({e.strerror or e}); they are "
+                    "returned but will be extracted again next time. Set OLAS_CACHE_DIR to a writable "
+                    "folder.",
+                    stacklevel=2,
+                )
                 name = "in memory"
                 loaded[name] = new
             index.update({sid: (name, p) for p, sid in enumerate(todo)})

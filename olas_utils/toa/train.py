@@ -36,13 +36,26 @@ from olas_utils.fingerprint import legacy_json, seed_from, sha256_chunks
 from olas_utils.toa.features import Example
 from olas_utils.toa.heads import TOAModel
 
-__all__ = ["TrainConfig", "Selection", "CheckpointMismatchError", "size_batches", "collate", "train_model", "predict",
-           "checkpoint_key", "examples_digest"]
+__all__ = [
+    "TrainConfig",
+    "Selection",
+    "CheckpointMismatchError",
+    "size_batches",
+    "collate",
+    "train_model",
+    "predict",
+    "checkpoint_key",
+    "examples_digest",
+]
 
 
 #: TrainConfig's augmentation arguments (and attributes) → their :class:`~olas_utils.augment.Augmentation` fields.
-_AUGMENTATION_ARGS = {"noise_p": "noise_p", "noise_std": "noise_std_ratio", "sink_p": "sink_p",
-                      "temperature_p": "temperature_p"}
+_AUGMENTATION_ARGS = {
+    "noise_p": "noise_p",
+    "noise_std": "noise_std_ratio",
+    "sink_p": "sink_p",
+    "temperature_p": "temperature_p",
+}
 
 
 def _from_augmentation(name: str) -> property:
@@ -83,28 +96,49 @@ class TrainConfig:
     checkpoint_every: int = 200
     augmentation: Augmentation = PAPER_ADAPTER
 
-    def __init__(self, epochs: int = 10, batch_size: int = 8, lr: float = 1e-3, weight_decay: float = 0.01,
-                 noise_p: float | None = None, noise_std: float | None = None, grad_clip: float = 5.0,
-                 sink_p: float | None = None, temperature_p: float | None = None, seed: int = 0,
-                 checkpoint_every: int = 200, augmentation: Augmentation = PAPER_ADAPTER) -> None:
+    def __init__(
+        self,
+        epochs: int = 10,
+        batch_size: int = 8,
+        lr: float = 1e-3,
+        weight_decay: float = 0.01,
+        noise_p: float | None = None,
+        noise_std: float | None = None,
+        grad_clip: float = 5.0,
+        sink_p: float | None = None,
+        temperature_p: float | None = None,
+        seed: int = 0,
+        checkpoint_every: int = 200,
+        augmentation: Augmentation = PAPER_ADAPTER,
+    ) -> None:
         given = {"noise_p": noise_p, "noise_std": noise_std, "sink_p": sink_p, "temperature_p": temperature_p}
         for name, value in given.items():
             if value is not None and not (0 <= value <= 1 if name != "noise_std" else value >= 0):
                 raise ValueError(f"{name} must be {'>= 0' if name == 'noise_std' else 'in [0, 1]'}, got {value}")
         if not isinstance(augmentation, Augmentation):
-            raise TypeError("augmentation must be an olas_utils.augment.Augmentation, got "
-                            f"{type(augmentation).__name__}")
+            raise TypeError(
+                f"augmentation must be an olas_utils.augment.Augmentation, got {type(augmentation).__name__}"
+            )
         changes = {_AUGMENTATION_ARGS[k]: v for k, v in given.items() if v is not None}
-        values = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay,
-                  "grad_clip": grad_clip, "seed": seed, "checkpoint_every": checkpoint_every,
-                  "augmentation": replace(augmentation, **changes) if changes else augmentation}
+        values = {
+            "epochs": epochs,
+            "batch_size": batch_size,
+            "lr": lr,
+            "weight_decay": weight_decay,
+            "grad_clip": grad_clip,
+            "seed": seed,
+            "checkpoint_every": checkpoint_every,
+            "augmentation": replace(augmentation, **changes) if changes else augmentation,
+        }
         for name, value in values.items():
             object.__setattr__(self, name, value)
         if self.epochs < 1 or self.batch_size < 1 or self.checkpoint_every < 1:
             raise ValueError("epochs, batch_size and checkpoint_every must be >= 1")
         if self.lr <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
-            raise ValueError("lr must be > 0 and weight_decay, grad_clip >= 0; got "
-                             f"lr={self.lr}, weight_decay={self.weight_decay}, grad_clip={self.grad_clip}")
+            raise ValueError(
+                "lr must be > 0 and weight_decay, grad_clip >= 0; got "
+                f"lr={self.lr}, weight_decay={self.weight_decay}, grad_clip={self.grad_clip}"
+            )
 
     noise_p = _from_augmentation("noise_p")
     noise_std = _from_augmentation("noise_std_ratio")
@@ -143,8 +177,9 @@ class CheckpointMismatchError(ValueError):
     """A checkpoint exists at the path but was written for other settings or data."""
 
 
-def size_batches(examples: Sequence[Example], batch_size: int,
-                 generator: torch.Generator | None = None) -> list[list[int]]:
+def size_batches(
+    examples: Sequence[Example], batch_size: int, generator: torch.Generator | None = None
+) -> list[list[int]]:
     """Group example indices into batches of equal image size ``(L, W)``.
 
     Args:
@@ -164,7 +199,7 @@ def size_batches(examples: Sequence[Example], batch_size: int,
         idx = groups[size]
         if generator is not None:
             idx = [idx[j] for j in torch.randperm(len(idx), generator=generator).tolist()]
-        batches += [idx[k:k + batch_size] for k in range(0, len(idx), batch_size)]
+        batches += [idx[k : k + batch_size] for k in range(0, len(idx), batch_size)]
     if generator is not None:
         batches = [batches[j] for j in torch.randperm(len(batches), generator=generator).tolist()]
     return batches
@@ -179,9 +214,11 @@ def collate(examples: Sequence[Example]) -> dict[str, torch.Tensor]:
     """
     if len({ex.size for ex in examples}) != 1:
         raise ValueError(f"a batch must hold one image size, got {sorted({ex.size for ex in examples})}")
-    out = {"images": torch.stack([e.image for e in examples]),
-           "positions": torch.stack([e.positions for e in examples]),
-           "labels": torch.stack([e.labels for e in examples])}
+    out = {
+        "images": torch.stack([e.image for e in examples]),
+        "positions": torch.stack([e.positions for e in examples]),
+        "labels": torch.stack([e.labels for e in examples]),
+    }
     if examples[0].heads is not None:
         out["heads"] = torch.stack([e.heads for e in examples])
     if examples[0].spans is not None:
@@ -214,22 +251,38 @@ def _config_identity(cfg: TrainConfig) -> dict:
     return out
 
 
-def checkpoint_key(model: TOAModel, cfg: TrainConfig, examples: Sequence[Example], extra: dict | None = None,
-                   selection: Selection | None = None) -> str:
+def checkpoint_key(
+    model: TOAModel,
+    cfg: TrainConfig,
+    examples: Sequence[Example],
+    extra: dict | None = None,
+    selection: Selection | None = None,
+) -> str:
     """SHA-256 identifying a training run: model architecture and size, optimisation
     settings, the training examples' bytes, ``extra`` (e.g. source model, task) and the
     selection rule and data, if any."""
-    arch = {"kind": model.kind, "adapter": model.adapter.config.to_dict(),
-            "params": [(n, tuple(p.shape)) for n, p in model.named_parameters()]}
+    arch = {
+        "kind": model.kind,
+        "adapter": model.adapter.config.to_dict(),
+        "params": [(n, tuple(p.shape)) for n, p in model.named_parameters()],
+    }
     sel = None if selection is None else [selection.patience, selection.min_epochs, selection.identity]
     parts = [arch, _config_identity(cfg), extra or {}] + ([sel] if sel else [])
     return sha256_chunks(itertools.chain([legacy_json(parts, default=str).encode("utf-8")], _example_bytes(examples)))
 
 
-def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, *,
-                checkpoint: str | os.PathLike | None = None, extra: dict | None = None,
-                selection: Selection | None = None, device: str | torch.device = "cpu", progress: bool = True,
-                desc: str = "train") -> dict:
+def train_model(
+    model: TOAModel,
+    examples: Sequence[Example],
+    cfg: TrainConfig,
+    *,
+    checkpoint: str | os.PathLike | None = None,
+    extra: dict | None = None,
+    selection: Selection | None = None,
+    device: str | torch.device = "cpu",
+    progress: bool = True,
+    desc: str = "train",
+) -> dict:
     """Train ``model`` in place (its initial weights should come from ``torch.manualseed_from(cfg.seed)``).
 
     Args:
@@ -262,8 +315,10 @@ def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, 
     key = checkpoint_key(model, cfg, examples, extra, selection)
     model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    plan = [size_batches(examples, cfg.batch_size, torch.Generator().manual_seed(seed_from(cfg.seed, "order", e)))
-            for e in range(cfg.epochs)]
+    plan = [
+        size_batches(examples, cfg.batch_size, torch.Generator().manual_seed(seed_from(cfg.seed, "order", e)))
+        for e in range(cfg.epochs)
+    ]
     total = sum(len(p) for p in plan)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))
     step, losses_sum = 0, [0.0] * cfg.epochs
@@ -280,7 +335,8 @@ def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, 
         if not isinstance(state, dict) or state.get("key") != key:
             raise CheckpointMismatchError(
                 f"{path} was written for another training run (other data, settings or model size); "
-                "delete it or pass another checkpoint path")
+                "delete it or pass another checkpoint path"
+            )
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
@@ -292,15 +348,31 @@ def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, 
         try:  # fail before training, not after the first steps, if the folder cannot be written
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise OSError(e.errno, f"cannot create the checkpoint folder {path.parent}: {e.strerror}; "
-                          "pass another checkpoint path or none") from e
+            raise OSError(
+                e.errno,
+                f"cannot create the checkpoint folder {path.parent}: {e.strerror}; "
+                "pass another checkpoint path or none",
+            ) from e
     flat = [(e, b) for e in range(cfg.epochs) for b in plan[e]]
     bar = tqdm(total=total, initial=step, desc=desc, disable=not progress, unit="step", leave=False)
 
     def save(done: bool) -> None:
-        save_atomic({"key": key, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                      "scheduler": sched.state_dict(), "step": step, "losses_sum": losses_sum, "curve": curve,
-                      "best": best, "stopped": stopped, "done": done}, path, what="training checkpoint")
+        save_atomic(
+            {
+                "key": key,
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(),
+                "step": step,
+                "losses_sum": losses_sum,
+                "curve": curve,
+                "best": best,
+                "stopped": stopped,
+                "done": done,
+            },
+            path,
+            what="training checkpoint",
+        )
 
     model.train()
     try:
@@ -316,7 +388,8 @@ def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, 
             if not torch.isfinite(loss):
                 raise FloatingPointError(
                     f"non-finite training loss ({float(loss.detach())}) at step {step} (epoch {epoch}, examples "
-                    f"{idx}); check the inputs for NaN/inf or lower the learning rate ({cfg.lr})")
+                    f"{idx}); check the inputs for NaN/inf or lower the learning rate ({cfg.lr})"
+                )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.grad_clip > 0:
@@ -333,13 +406,20 @@ def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, 
                 curve.append(float(selection.score(model)))
                 model.train()
                 if best["score"] is None or curve[-1] > best["score"]:
-                    best = {"epoch": epoch + 1, "score": curve[-1],
-                            "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
-                stopped = step < total and epoch + 1 >= selection.min_epochs and \
-                    epoch + 1 - best["epoch"] >= selection.patience
+                    best = {
+                        "epoch": epoch + 1,
+                        "score": curve[-1],
+                        "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+                    }
+                stopped = (
+                    step < total
+                    and epoch + 1 >= selection.min_epochs
+                    and epoch + 1 - best["epoch"] >= selection.patience
+                )
                 bar.set_postfix(epoch=epoch, dev=f"{curve[-1]:.3f}", best=best["epoch"])
-            if path is not None and (step % cfg.checkpoint_every == 0 or step == total or stopped or
-                                     (selection is not None and epoch_end)):
+            if path is not None and (
+                step % cfg.checkpoint_every == 0 or step == total or stopped or (selection is not None and epoch_end)
+            ):
                 save(step == total or stopped)
     finally:
         bar.close()
@@ -348,14 +428,27 @@ def train_model(model: TOAModel, examples: Sequence[Example], cfg: TrainConfig, 
     if best["state"] is not None:
         model.load_state_dict(best["state"])
     losses = [s / len(examples) for s in losses_sum[:epochs_run]]
-    return {"losses": losses, "steps": step, "resumed_from": resumed, "key": key, "curve": curve,
-            "best_epoch": best["epoch"] if selection is not None else epochs_run, "epochs_run": epochs_run,
-            "stopped_early": stopped}
+    return {
+        "losses": losses,
+        "steps": step,
+        "resumed_from": resumed,
+        "key": key,
+        "curve": curve,
+        "best_epoch": best["epoch"] if selection is not None else epochs_run,
+        "epochs_run": epochs_run,
+        "stopped_early": stopped,
+    }
 
 
 @torch.no_grad()
-def predict(model: TOAModel, examples: Sequence[Example], *, batch_size: int = 32, device: str | torch.device = "cpu",
-            tree: str = "mst") -> list:
+def predict(
+    model: TOAModel,
+    examples: Sequence[Example],
+    *,
+    batch_size: int = 32,
+    device: str | torch.device = "cpu",
+    tree: str = "mst",
+) -> list:
     """Predictions per example, in input order.
 
     Args:
@@ -380,8 +473,11 @@ def predict(model: TOAModel, examples: Sequence[Example], *, batch_size: int = 3
     out: list = [None] * len(examples)
     for idx in size_batches(examples, batch_size):
         batch = collate([examples[i] for i in idx])
-        res = model(batch["images"].to(device), batch["positions"].to(device),
-                    None if "spans" not in batch else batch["spans"].to(device))
+        res = model(
+            batch["images"].to(device),
+            batch["positions"].to(device),
+            None if "spans" not in batch else batch["spans"].to(device),
+        )
         if model.kind == "token":
             pred = res.argmax(-1).cpu()
             for r, i in enumerate(idx):

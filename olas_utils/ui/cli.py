@@ -63,8 +63,10 @@ def read_sentences(path: str | Path) -> list[list[str]]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
-        raise ValueError(f"{path} is not UTF-8 (line {line}: byte 0x{raw[e.start]:02x}); convert it to UTF-8, "
-                         f"e.g. iconv -f latin1 -t utf-8 {path} > utf8.txt") from None
+        raise ValueError(
+            f"{path} is not UTF-8 (line {line}: byte 0x{raw[e.start]:02x}); convert it to UTF-8, "
+            f"e.g. iconv -f latin1 -t utf-8 {path} > utf8.txt"
+        ) from None
     sents = _Sentences()
     sents.path, sents.lines = path, []
     for n, line in enumerate(text.splitlines(), 1):
@@ -109,13 +111,23 @@ def _cmd_extract(args) -> int:
 
     sentences = read_sentences(args.input)
     if Path(args.output).is_dir():
-        raise IsADirectoryError(f"output {args.output} is a directory; give a file name, e.g. {Path(args.output) / 'maps.pt'}")
+        raise IsADirectoryError(
+            f"output {args.output} is a directory; give a file name, e.g. {Path(args.output) / 'maps.pt'}"
+        )
     lm = load_model(args.model, device=args.device)
     try:
         res = extract_ola(
-            lm.model, lm.tokenizer, sentences, orders=args.orders, rollout=not args.no_rollout,
-            level=args.level, batch_size=args.batch_size, progress=not args.quiet, model_name=lm.name,
-            truncation=args.truncation, pooling=args.pooling,
+            lm.model,
+            lm.tokenizer,
+            sentences,
+            orders=args.orders,
+            rollout=not args.no_rollout,
+            level=args.level,
+            batch_size=args.batch_size,
+            progress=not args.quiet,
+            model_name=lm.name,
+            truncation=args.truncation,
+            pooling=args.pooling,
         )
     except (ValueError, TypeError) as e:
         raise _with_lines(e, sentences) from None
@@ -195,29 +207,55 @@ def similarity_table(
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
     if image_size < 1 or (metric == "ssim" and image_size < 6):
-        raise ValueError(f"image size {image_size} is too small"
-                         + (" for SSIM's 11x11 window (use >= 6)" if metric == "ssim" else ""))
+        raise ValueError(
+            f"image size {image_size} is too small"
+            + (" for SSIM's 11x11 window (use >= 6)" if metric == "ssim" else "")
+        )
     protocol = "word" if level == "word" else "paper"  # notebook 02's protocol at this level
     keys = [str(MapKey.ola(int(k))) for k in orders]
     images: dict[str, dict[str, np.ndarray]] = {k: {} for k in keys}
     families: dict[str, str] = {}
     for name in tqdm(models, desc="models", disable=not progress, unit="model"):
         lm = load_model(name, device=device)
-        maps = extract_ola(lm.model, lm.tokenizer, sentences, orders=orders, rollout=False, layers=(), level=level,
-                           batch_size=batch_size, progress=progress, model_name=name, truncation=truncation,
-                           pooling=pooling)
+        maps = extract_ola(
+            lm.model,
+            lm.tokenizer,
+            sentences,
+            orders=orders,
+            rollout=False,
+            layers=(),
+            level=level,
+            batch_size=batch_size,
+            progress=progress,
+            model_name=name,
+            truncation=truncation,
+            pooling=pooling,
+        )
         families[name] = family_of(maps.is_causal)  # as the maps were made (checked on them)
         for key in keys:
-            images[key][name] = torch.stack([to_image(m, causal=maps.is_causal, image_size=image_size,
-                                                      protocol=protocol) for m in maps[key]]).numpy()
+            images[key][name] = torch.stack(
+                [to_image(m, causal=maps.is_causal, image_size=image_size, protocol=protocol) for m in maps[key]]
+            ).numpy()
         del lm, maps
         gc.collect()
     rows = []
     for key in keys:
         for r in retrieval_table(images[key], metric=metric, ks=(1, 5), ties=TIES[protocol], progress=progress):
-            rows.append({"key": key, "level": level, "metric": metric, "target": r["target"], "source": r["source"],
-                         "target_family": families[r["target"]], "source_family": families[r["source"]],
-                         "n": r["n"], "hit@1": r["hit@1"], "hit@5": r["hit@5"], "chance@1": 1.0 / r["n"]})
+            rows.append(
+                {
+                    "key": key,
+                    "level": level,
+                    "metric": metric,
+                    "target": r["target"],
+                    "source": r["source"],
+                    "target_family": families[r["target"]],
+                    "source_family": families[r["source"]],
+                    "n": r["n"],
+                    "hit@1": r["hit@1"],
+                    "hit@5": r["hit@5"],
+                    "chance@1": 1.0 / r["n"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -233,8 +271,16 @@ def _cmd_similarity(args) -> int:
     sentences = _similarity_sentences(args)
     try:
         table = similarity_table(
-            args.models, sentences, orders=args.order, metric=args.metric, level=args.level, image_size=args.size,
-            batch_size=args.batch_size, device=args.device, truncation=args.truncation, progress=not args.quiet,
+            args.models,
+            sentences,
+            orders=args.order,
+            metric=args.metric,
+            level=args.level,
+            image_size=args.size,
+            batch_size=args.batch_size,
+            device=args.device,
+            truncation=args.truncation,
+            progress=not args.quiet,
             pooling=args.pooling,
         )
     except (ValueError, TypeError) as e:
@@ -242,8 +288,10 @@ def _cmd_similarity(args) -> int:
     if table["target_family"].ne(table["source_family"]).any():
         print("note: encoders and causal LMs are mixed; the paper compares models within a family", file=sys.stderr)
     shown = table[["key", "target", "source", "n", "hit@1", "hit@5", "chance@1"]]
-    print(f"Cross-model retrieval by {args.metric.upper()} on {len(sentences)} sentences "
-          f"({args.level} level, {args.size}x{args.size} images); Hit@k as fractions:")
+    print(
+        f"Cross-model retrieval by {args.metric.upper()} on {len(sentences)} sentences "
+        f"({args.level} level, {args.size}x{args.size} images); Hit@k as fractions:"
+    )
     print(shown.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if args.out:
         out = Path(args.out)
@@ -265,7 +313,10 @@ def _check_similarity(parser: argparse.ArgumentParser, args) -> None:
     if any(k < 0 for k in args.order):
         parser.error(f"--order values must be >= 0, got {args.order}")
     if args.size < 1 or (args.metric == "ssim" and args.size < 6):
-        parser.error(f"--size {args.size} is too small" + (" for SSIM's 11x11 window (use 6 or more)" if args.metric == "ssim" else ""))
+        parser.error(
+            f"--size {args.size} is too small"
+            + (" for SSIM's 11x11 window (use 6 or more)" if args.metric == "ssim" else "")
+        )
     if args.batch_size < 1:
         parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
 
@@ -296,7 +347,9 @@ def _cmd_reproduce(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``olas`` (exposed for documentation and tests)."""
-    ap = argparse.ArgumentParser(prog="olas", description="Order-Level Attention (OLA) analysis across language models.")
+    ap = argparse.ArgumentParser(
+        prog="olas", description="Order-Level Attention (OLA) analysis across language models."
+    )
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("models", help="list the offline model zoo with its status")
@@ -309,59 +362,97 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="where to write the maps (.pt, read with OLAMaps.load)")
     p.add_argument("--orders", type=int, nargs="+", default=[1, 2, 3], help="OLA orders (default 1 2 3)")
     p.add_argument("--level", choices=["subword", "word"], default="subword")
-    p.add_argument("--pooling", choices=["neutral", "clark"], default="neutral",
-                   help="word level: neutral (default; lift over uniform attention) or clark (rows averaged, "
-                        "columns summed; confounded across tokenizers)")
+    p.add_argument(
+        "--pooling",
+        choices=["neutral", "clark"],
+        default="neutral",
+        help="word level: neutral (default; lift over uniform attention) or clark (rows averaged, "
+        "columns summed; confounded across tokenizers)",
+    )
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: CUDA if available)")
     p.add_argument("--no-rollout", action="store_true", help="skip attention rollout")
-    p.add_argument("--truncation", choices=["error", "warn"], default="error",
-                   help="a sentence longer than the model's maximum: error (default) or cut it at a word boundary with a warning")
+    p.add_argument(
+        "--truncation",
+        choices=["error", "warn"],
+        default="error",
+        help="a sentence longer than the model's maximum: error (default) or cut it at a word boundary with a warning",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_extract, check=_check_extract)
 
     p = sub.add_parser(
-        "similarity", help="cross-model retrieval (Hit@1/Hit@5) between the OLA of two or more models",
+        "similarity",
+        help="cross-model retrieval (Hit@1/Hit@5) between the OLA of two or more models",
         description=textwrap.fill(
             "Cross-model retrieval as in the paper: each model's order-k OLA of every sentence becomes an image "
             "(sinks removed, rows renormalised, causal maps symmetrised, resized to SIZE x SIZE); for each ordered "
             "pair of models, each target image is matched against all source images by SSIM or Pearson, and Hit@k "
             "is the fraction whose own sentence ranks in the top k (chance 1/n). Exit codes: 0 ok, 1 failure, "
-            "2 bad usage.", 88),
+            "2 bad usage.",
+            88,
+        ),
         epilog="examples:\n  olas similarity --models minilm-l6 mpnet-base -i sentences.txt\n"
-               "  olas similarity --models smollm2-135m gemma3-270m qwen2.5-0.5b --dataset conll2003 --n 200 "
-               "--order 1 2 --out hits.csv",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "  olas similarity --models smollm2-135m gemma3-270m qwen2.5-0.5b --dataset conll2003 --n 200 "
+        "--order 1 2 --out hits.csv",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("-i", "--input", help="text file, one sentence per line, words separated by whitespace")
-    src.add_argument("--dataset", choices=["ewt", "conll2003"],
-                     help="50-word chunks of a training corpus (olas_utils.data.corpus.build_chunks), as in the paper")
+    src.add_argument(
+        "--dataset",
+        choices=["ewt", "conll2003"],
+        help="50-word chunks of a training corpus (olas_utils.data.corpus.build_chunks), as in the paper",
+    )
     p.add_argument("--n", type=int, default=None, help="with --dataset: number of chunks (default 200; paper 1000)")
     p.add_argument("--chunk-words", type=int, default=50, help="with --dataset: words per chunk (default 50)")
     p.add_argument("--seed", type=int, default=0, help="with --dataset: seed of the chunk sample (default 0)")
-    p.add_argument("-m", "--models", nargs="+", required=True, help="two or more zoo names / folders / Hugging Face ids")
+    p.add_argument(
+        "-m", "--models", nargs="+", required=True, help="two or more zoo names / folders / Hugging Face ids"
+    )
     p.add_argument("--order", type=int, nargs="+", default=[1], help="OLA order(s) (default 1)")
-    p.add_argument("--metric", choices=["ssim", "pearson"], default="ssim", help="image similarity (default ssim, as the paper)")
-    p.add_argument("--level", choices=["subword", "word"], default="subword",
-                   help="subword: each model's tokens (the paper's protocol, default); word: subwords pooled to words")
-    p.add_argument("--pooling", choices=["neutral", "clark"], default="neutral",
-                   help="word level: neutral (default; lift over uniform attention) or clark (confounded across tokenizers)")
+    p.add_argument(
+        "--metric", choices=["ssim", "pearson"], default="ssim", help="image similarity (default ssim, as the paper)"
+    )
+    p.add_argument(
+        "--level",
+        choices=["subword", "word"],
+        default="subword",
+        help="subword: each model's tokens (the paper's protocol, default); word: subwords pooled to words",
+    )
+    p.add_argument(
+        "--pooling",
+        choices=["neutral", "clark"],
+        default="neutral",
+        help="word level: neutral (default; lift over uniform attention) or clark (confounded across tokenizers)",
+    )
     p.add_argument("--size", type=int, default=50, help="image side in pixels (default 50)")
     p.add_argument("--out", help="also write the table as CSV here")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: CUDA if available)")
-    p.add_argument("--truncation", choices=["error", "warn"], default="error",
-                   help="a sentence longer than a model's maximum: error (default) or cut at a word boundary with a warning")
+    p.add_argument(
+        "--truncation",
+        choices=["error", "warn"],
+        default="error",
+        help="a sentence longer than a model's maximum: error (default) or cut at a word boundary with a warning",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_similarity, check=_check_similarity)
 
     p = sub.add_parser("reproduce", help="run the numbered notebooks with papermill")
-    p.add_argument("--profile", choices=REPRODUCE_PROFILES, default="quick",
-                   help="quick (default; writes results/ and figures/), smoke, wide (notebook 04 only) or paper; "
-                        "every profile but quick writes results/<profile>/ and figures/<profile>/")
+    p.add_argument(
+        "--profile",
+        choices=REPRODUCE_PROFILES,
+        default="quick",
+        help="quick (default; writes results/ and figures/), smoke, wide (notebook 04 only) or paper; "
+        "every profile but quick writes results/<profile>/ and figures/<profile>/",
+    )
     p.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01")
-    p.add_argument("--executed-dir", help="where executed notebooks go (default results/executed, "
-                                          "results/<profile>/executed for a profile other than quick)")
+    p.add_argument(
+        "--executed-dir",
+        help="where executed notebooks go (default results/executed, "
+        "results/<profile>/executed for a profile other than quick)",
+    )
     p.set_defaults(func=_cmd_reproduce, check=_check_reproduce)
     return ap
 

@@ -47,7 +47,14 @@ def output_dirs(profile: str, root: str | Path | None = None) -> tuple[Path, Pat
     return root / "results" / profile, root / "figures" / profile
 
 
-def run_notebook(path: str | Path, out_path: str | Path, *, profile: str = "quick", parameters: dict | None = None, progress: bool = True) -> Path:
+def run_notebook(
+    path: str | Path,
+    out_path: str | Path,
+    *,
+    profile: str = "quick",
+    parameters: dict | None = None,
+    progress: bool = True,
+) -> Path:
     """Execute one notebook with papermill.
 
     Args:
@@ -80,7 +87,9 @@ def run_notebook(path: str | Path, out_path: str | Path, *, profile: str = "quic
     return out_path
 
 
-def reproduce(profile: str = "quick", only: Sequence[str] | None = None, executed_dir: str | Path | None = None) -> list[Path]:
+def reproduce(
+    profile: str = "quick", only: Sequence[str] | None = None, executed_dir: str | Path | None = None
+) -> list[Path]:
     """Run every numbered notebook (or those whose name starts with one of ``only``).
 
     Returns:
@@ -100,15 +109,20 @@ def reproduce(profile: str = "quick", only: Sequence[str] | None = None, execute
         allowed = NOTEBOOKS_OF[profile]
         lacking = [b.name for b in books if not b.name.startswith(allowed)]
         if only and lacking:
-            raise ValueError(f"profile {profile!r} exists for notebooks {list(allowed)} only, not {lacking}; "
-                             f"drop --only or pick one of those")
+            raise ValueError(
+                f"profile {profile!r} exists for notebooks {list(allowed)} only, not {lacking}; "
+                f"drop --only or pick one of those"
+            )
         books = [b for b in books if b.name.startswith(allowed)]
     results, figures = output_dirs(profile)
     executed_dir = Path(executed_dir) if executed_dir else results / "executed"
     # relative to notebooks/, where the notebooks run; quick keeps the notebooks' defaults
     here = project_root() / "notebooks"
-    params = {} if profile == "quick" else {"results_dir": os.path.relpath(results, here),
-                                            "figures_dir": os.path.relpath(figures, here)}
+    params = (
+        {}
+        if profile == "quick"
+        else {"results_dir": os.path.relpath(results, here), "figures_dir": os.path.relpath(figures, here)}
+    )
     done = []
     for b in books:
         t0 = time.time()
@@ -123,8 +137,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="olas-reproduce", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=PROFILES, default="quick")
     ap.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01")
-    ap.add_argument("--executed-dir", help="where executed notebooks go (default results/executed, "
-                                           "results/<profile>/executed for a profile other than quick)")
+    ap.add_argument(
+        "--executed-dir",
+        help="where executed notebooks go (default results/executed, "
+        "results/<profile>/executed for a profile other than quick)",
+    )
     args = ap.parse_args(argv)
     try:
         reproduce(args.profile, args.only, args.executed_dir)

@@ -115,8 +115,9 @@ class OLAExplorer:
             raise ImportError("the OLA explorer needs ipywidgets: pip install ipywidgets") from e
         if max_order < 1:
             raise ValueError(f"max_order must be >= 1, got {max_order}")
-        keys = ([(f"order {k}", str(MapKey.ola(k))) for k in range(1, max_order + 1)]
-                + [("rollout", str(MapKey("rollout")))])
+        keys = [(f"order {k}", str(MapKey.ola(k))) for k in range(1, max_order + 1)] + [
+            ("rollout", str(MapKey("rollout")))
+        ]
         if key not in [v for _, v in keys]:
             raise ValueError(f"key must be one of {[v for _, v in keys]}, got {key!r}")
         if level not in ("word", "subword"):
@@ -145,22 +146,26 @@ class OLAExplorer:
 
         self.model = w.Dropdown(options=names, value=model, description="model")
         self.compare = w.Dropdown(options=[NO_MODEL, *names], value=compare or NO_MODEL, description="compare")
-        self.sentence = w.Text(value=sentence, description="sentence", continuous_update=False,
-                               layout=w.Layout(width="95%"))
+        self.sentence = w.Text(
+            value=sentence, description="sentence", continuous_update=False, layout=w.Layout(width="95%")
+        )
         self.key = w.Dropdown(options=keys, value=key, description="show")
         self.remove_sinks = w.Checkbox(value=remove_sinks, description="remove attention sinks")
-        self.level = w.ToggleButtons(options=[("words", "word"), ("subwords", "subword")], value=level,
-                                     description="level")
+        self.level = w.ToggleButtons(
+            options=[("words", "word"), ("subwords", "subword")], value=level, description="level"
+        )
         self.status = w.HTML()
         self.image = w.Image(format="png")
-        self.widget = w.VBox([
-            w.HBox([self.model, self.compare]),
-            self.sentence,
-            w.HBox([self.key, self.remove_sinks]),
-            self.level,
-            self.status,
-            self.image,
-        ])
+        self.widget = w.VBox(
+            [
+                w.HBox([self.model, self.compare]),
+                self.sentence,
+                w.HBox([self.key, self.remove_sinks]),
+                self.level,
+                self.status,
+                self.image,
+            ]
+        )
         self.figure = None
         self.current_maps: dict[str, torch.Tensor] = {}
         self.current_labels: dict[str, list[str]] = {}
@@ -223,11 +228,25 @@ class OLAExplorer:
             orders = range(1, min(self.max_order, lm.num_layers) + 1)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                sub = extract_ola(lm.model, lm.tokenizer, [list(words)], orders=orders, rollout=True, layers=(),
-                                  level="subword", progress=False, model_name=name, truncation=self.truncation)
+                sub = extract_ola(
+                    lm.model,
+                    lm.tokenizer,
+                    [list(words)],
+                    orders=orders,
+                    rollout=True,
+                    layers=(),
+                    level="subword",
+                    progress=False,
+                    model_name=name,
+                    truncation=self.truncation,
+                )
             kept = len(sub.words[0])
-            cut = (f"the text has more tokens than the model takes ({max_tokens(lm.model, lm.tokenizer)}): "
-                   f"cut to its first {kept} of {len(words)} words" if kept < len(words) else "")
+            cut = (
+                f"the text has more tokens than the model takes ({max_tokens(lm.model, lm.tokenizer)}): "
+                f"cut to its first {kept} of {len(words)} words"
+                if kept < len(words)
+                else ""
+            )
             for c in caught:  # the cut is reported in the panel; anything else as usual
                 if not (cut and issubclass(c.category, UserWarning) and "truncation='warn'" in str(c.message)):
                     warnings.warn_explicit(c.message, c.category, c.filename, c.lineno)
@@ -244,8 +263,9 @@ class OLAExplorer:
         if res["cut"]:
             self._notes[name] = res["cut"]
         if self.remove_sinks.value:
-            m = preprocess(m.unsqueeze(0), causal=maps.is_causal, remove_sinks=True, renormalize=True,
-                           symmetrize=False)[0]
+            m = preprocess(
+                m.unsqueeze(0), causal=maps.is_causal, remove_sinks=True, renormalize=True, symmetrize=False
+            )[0]
         return m, list(maps.labels(0))
 
     # -- drawing -----------------------------------------------------------------------------
@@ -256,8 +276,14 @@ class OLAExplorer:
         Raises:
             ValueError: on a name that is not a control.
         """
-        controls = {"model": self.model, "compare": self.compare, "sentence": self.sentence, "key": self.key,
-                    "remove_sinks": self.remove_sinks, "level": self.level}
+        controls = {
+            "model": self.model,
+            "compare": self.compare,
+            "sentence": self.sentence,
+            "key": self.key,
+            "remove_sinks": self.remove_sinks,
+            "level": self.level,
+        }
         bad = sorted(set(values) - set(controls))
         if bad:
             raise ValueError(f"unknown control(s) {bad}; use {sorted(controls)}")
@@ -290,9 +316,11 @@ class OLAExplorer:
         self.caption = self._caption()
         self._draw()
         what = dict((v, k) for k, v in self.key.options)[self.key.value]
-        status = (f"{what}, {self.level.value} level, "
-                  f"{'sinks removed' if self.remove_sinks.value else 'with sinks'}: "
-                  f"{', '.join(f'{n} ({len(labels[n])}×{len(labels[n])})' for n in maps)}")
+        status = (
+            f"{what}, {self.level.value} level, "
+            f"{'sinks removed' if self.remove_sinks.value else 'with sinks'}: "
+            f"{', '.join(f'{n} ({len(labels[n])}×{len(labels[n])})' for n in maps)}"
+        )
         if self.warning:
             status += f"<br><span style='color:#8a5a00'>warning: {_escape(self.warning)}</span>"
         self.status.value = status
@@ -301,16 +329,29 @@ class OLAExplorer:
         """Models (layers, kind), what is shown, protocol and sizes of the current maps."""
         key = MapKey.parse(self.key.value)
         k = key.order
-        what = ("attention rollout" if key.method == "rollout" else "order-1 OLA (the mean of the layers' attention)"
-                if k == 1 else f"order-{k} OLA (the mean over products of {k} distinct layers' attention)")
+        what = (
+            "attention rollout"
+            if key.method == "rollout"
+            else "order-1 OLA (the mean of the layers' attention)"
+            if k == 1
+            else f"order-{k} OLA (the mean over products of {k} distinct layers' attention)"
+        )
         models = "; ".join(
             f"{n} ({self.loaded(n).num_layers} layers, {family_of(self.loaded(n).is_causal)}): "
-            f"{len(self.current_labels[n])}x{len(self.current_labels[n])}" for n in self.current_maps)
-        level = ("word level, neutral pooling (attention / what uniform attention gives; 1 = uniform; "
-                 "special tokens left out)"
-                 if self.level.value == "word" else "subword level (special tokens included)")
-        sinks = ("sink outliers (above row mean + 3 sd, and each row's maximum) zeroed, rows renormalised"
-                 if self.remove_sinks.value else "attention sinks kept")
+            f"{len(self.current_labels[n])}x{len(self.current_labels[n])}"
+            for n in self.current_maps
+        )
+        level = (
+            "word level, neutral pooling (attention / what uniform attention gives; 1 = uniform; "
+            "special tokens left out)"
+            if self.level.value == "word"
+            else "subword level (special tokens included)"
+        )
+        sinks = (
+            "sink outliers (above row mean + 3 sd, and each row's maximum) zeroed, rows renormalised"
+            if self.remove_sinks.value
+            else "attention sinks kept"
+        )
         cut = "".join(f" {n}: {msg}." for n, msg in self._notes.items())
         return f"{what}; {level}; {sinks}. {len(self.words())} words typed. Maps: {models}.{cut}"
 

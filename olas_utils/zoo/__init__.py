@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from olas_utils.architecture import is_causal_config
 from olas_utils.zoo.cli import main
+from olas_utils.zoo.controls import random_weights_copy
 from olas_utils.zoo.errors import (
     HashMismatchError,
     ModelNotInstalledError,
@@ -48,7 +49,6 @@ from olas_utils.zoo.errors import (
     ZooError,
 )
 from olas_utils.zoo.folders import MARKER_FORMAT, MARKER_NAME, is_prepared, prepared_dir, read_marker
-from olas_utils.zoo.controls import random_weights_copy
 from olas_utils.zoo.load import LoadedModel, load_model, weights_fingerprint
 from olas_utils.zoo.preparation import prepare
 from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY, SourceFile, ZooEntry, get_entry, list_models, zoo_family

@@ -46,8 +46,7 @@ def _status_rows(names: Iterable[str], cache_dir, verify: bool) -> list[list[str
                 hash_ok = "NO"
         elif prepared:
             hash_ok = "yes (marker)"
-        rows.append([e.name + ("" if e.default else " *"), e.family, installed,
-                     "yes" if prepared else "no", hash_ok])
+        rows.append([e.name + ("" if e.default else " *"), e.family, installed, "yes" if prepared else "no", hash_ok])
     return rows
 
 
@@ -71,8 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m olas_utils.zoo",
-                                 description="Prepare and inspect the OLAS offline model zoo.")
+    ap = argparse.ArgumentParser(
+        prog="python -m olas_utils.zoo", description="Prepare and inspect the OLAS offline model zoo."
+    )
     ap.add_argument("--cache-dir", default=None, help="OLAS cache folder (default $OLAS_CACHE_DIR or ~/.cache/olas)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("prepare", help="reassemble, verify and dequantise models (default: the default set)")
@@ -100,8 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for i, n in enumerate(names, 1):
                 was = is_prepared(n, args.cache_dir)
                 t0 = time.perf_counter()
-                print(f"[{i}/{len(names)}] {n}: {'already prepared' if was and not args.force else 'preparing'}",
-                      flush=True)
+                print(
+                    f"[{i}/{len(names)}] {n}: {'already prepared' if was and not args.force else 'preparing'}",
+                    flush=True,
+                )
                 path = prepare(n, cache_dir=args.cache_dir, force=args.force)
                 print(f"[{i}/{len(names)}] {n}: ready in {path} ({time.perf_counter() - t0:.1f} s)", flush=True)
             return 0

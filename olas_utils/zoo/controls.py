@@ -108,17 +108,20 @@ def find_layer_list(model: nn.Module, num_layers: int) -> tuple[str, nn.ModuleLi
         ValueError: if no ModuleList has length ``num_layers``, or if two of them tie for
             the most parameters (ambiguous).
     """
-    cands = [(name, m) for name, m in model.named_modules()
-             if isinstance(m, nn.ModuleList) and len(m) == num_layers]
+    cands = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.ModuleList) and len(m) == num_layers]
     if not cands:
-        raise ValueError(f"{type(model).__name__} has no nn.ModuleList of length {num_layers} "
-                         "(the number of layers); cannot find its transformer layers")
+        raise ValueError(
+            f"{type(model).__name__} has no nn.ModuleList of length {num_layers} "
+            "(the number of layers); cannot find its transformer layers"
+        )
     sizes = [sum(p.numel() for p in m.parameters()) for _, m in cands]
     best = max(sizes)
     winners = [c for c, s in zip(cands, sizes) if s == best]
     if len(winners) > 1:
-        raise ValueError(f"ambiguous layer list in {type(model).__name__}: "
-                         f"{[n for n, _ in winners]} all have length {num_layers} and {best} parameters")
+        raise ValueError(
+            f"ambiguous layer list in {type(model).__name__}: "
+            f"{[n for n, _ in winners]} all have length {num_layers} and {best} parameters"
+        )
     return winners[0]
 
 
@@ -250,8 +253,12 @@ def random_weights_copy(loaded, seed: int = 0):
         except ValueError:
             model = AutoModel.from_config(loaded.model.config, dtype=p.dtype)
     model.eval().to(p.device)
-    return dataclasses.replace(loaded, model=model, name=_copy_name(loaded, Control.RANDOM_WEIGHTS, seed),
-                               weights_sha256=_derived(loaded, Control.RANDOM_WEIGHTS, seed))
+    return dataclasses.replace(
+        loaded,
+        model=model,
+        name=_copy_name(loaded, Control.RANDOM_WEIGHTS, seed),
+        weights_sha256=_derived(loaded, Control.RANDOM_WEIGHTS, seed),
+    )
 
 
 #: The weight hash of the tokenizer-only control (no weights are used).
@@ -275,13 +282,20 @@ def uniform_attention_copy(loaded, seed: int = 0):
         A :class:`~olas_utils.zoo.LoadedModel` named ``"<name>+uniform"`` with
         ``weights_sha256="uniform-attention"``.
     """
-    return dataclasses.replace(loaded, name=_copy_name(loaded, Control.TOKENIZER_ONLY, seed),
-                               weights_sha256=_UNIFORM_WEIGHTS, attention="uniform")
+    return dataclasses.replace(
+        loaded,
+        name=_copy_name(loaded, Control.TOKENIZER_ONLY, seed),
+        weights_sha256=_UNIFORM_WEIGHTS,
+        attention="uniform",
+    )
 
 
 #: Model-copy controls (:class:`~olas_utils.vocabulary.Control`) → maker ``(loaded, seed) -> LoadedModel``.
-CONTROLS = {Control.RANDOM_WEIGHTS: random_weights_copy, Control.SHUFFLED_LAYERS: shuffled_layers_copy,
-            Control.TOKENIZER_ONLY: uniform_attention_copy}
+CONTROLS = {
+    Control.RANDOM_WEIGHTS: random_weights_copy,
+    Control.SHUFFLED_LAYERS: shuffled_layers_copy,
+    Control.TOKENIZER_ONLY: uniform_attention_copy,
+}
 
 
 def _copy_name(loaded, control: Control, seed: int) -> str:
@@ -312,8 +326,9 @@ def make_control(loaded, control, seed: int = 0):
 def _model_control(control) -> Control:
     control = Control.parse(control)
     if control is not Control.TRAINED and control not in CONTROLS:
-        raise ValueError(f"{control.ident!r} is not a model-copy control; use one of "
-                         f"{sorted(c.ident for c in CONTROLS)}")
+        raise ValueError(
+            f"{control.ident!r} is not a model-copy control; use one of {sorted(c.ident for c in CONTROLS)}"
+        )
     return control
 
 

@@ -94,7 +94,7 @@ class _Reader:
     def bytes(self, n: int) -> bytes:
         if self.pos + n > len(self.data):
             raise ZooError(f"{self.path}: the E5S1 header is truncated at byte {self.pos}; reinstall the package")
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         self.pos += n
         return out
 
@@ -125,7 +125,7 @@ def read_e5s1(path: str | Path) -> E5S1File:
     offsets = np.frombuffer(r.bytes(4 * (n + 1)), dtype="<u4")
     scores = np.frombuffer(r.bytes(4 * n), dtype="<f4").astype(np.float32)
     blob = r.bytes(blob_len)
-    pieces = [blob[offsets[i]:offsets[i + 1]].decode("utf-8") for i in range(n)]
+    pieces = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(n)]
     (map_count,) = r.take("<i")
     (map_len,) = r.take("<I")
     r.bytes(map_len)  # the name map: not needed
@@ -138,9 +138,19 @@ def read_e5s1(path: str | Path) -> E5S1File:
         if offset + nbytes > len(data):
             raise ZooError(f"{path}: tensor {name!r} runs past the end of the file (truncated?)")
         tensors[name] = E5S1Tensor(name, dtype, numel, offset, nbytes)
-    hparams = {"version": version, "hidden": hidden, "layers": layers, "heads": heads, "ffn": ffn,
-               "vocab": vocab, "max_positions": max_pos, "type_vocab": type_vocab, "eps": float(eps),
-               "block": block, "map_count": map_count}
+    hparams = {
+        "version": version,
+        "hidden": hidden,
+        "layers": layers,
+        "heads": heads,
+        "ffn": ffn,
+        "vocab": vocab,
+        "max_positions": max_pos,
+        "type_vocab": type_vocab,
+        "eps": float(eps),
+        "block": block,
+        "map_count": map_count,
+    }
     if block != Q4_0_BLOCK:
         raise ZooError(f"{path}: quantisation block size {block}, only {Q4_0_BLOCK} (Q4_0) is supported")
     return E5S1File(path, hparams, pieces, scores, {"bos": bos, "eos": eos, "pad": pad, "unk": unk}, tensors)
@@ -169,13 +179,22 @@ def dequantise_q4_0(data: bytes) -> np.ndarray:
 
 
 _LAYER = {  # E5S1 layer tensor -> BertModel parameter (under encoder.layer.<i>.)
-    "q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value",
-    "ao": "attention.output.dense", "aln": "attention.output.LayerNorm",
-    "fi": "intermediate.dense", "fo": "output.dense", "oln": "output.LayerNorm",
+    "q": "attention.self.query",
+    "k": "attention.self.key",
+    "v": "attention.self.value",
+    "ao": "attention.output.dense",
+    "aln": "attention.output.LayerNorm",
+    "fi": "intermediate.dense",
+    "fo": "output.dense",
+    "oln": "output.LayerNorm",
 }
-_EMB = {"emb.word": "embeddings.word_embeddings.weight", "emb.pos": "embeddings.position_embeddings.weight",
-        "emb.type": "embeddings.token_type_embeddings.weight", "emb.ln.w": "embeddings.LayerNorm.weight",
-        "emb.ln.b": "embeddings.LayerNorm.bias"}
+_EMB = {
+    "emb.word": "embeddings.word_embeddings.weight",
+    "emb.pos": "embeddings.position_embeddings.weight",
+    "emb.type": "embeddings.token_type_embeddings.weight",
+    "emb.ln.w": "embeddings.LayerNorm.weight",
+    "emb.ln.b": "embeddings.LayerNorm.bias",
+}
 
 
 def e5s1_state_dict(f: E5S1File) -> dict[str, torch.Tensor]:
@@ -187,8 +206,13 @@ def e5s1_state_dict(f: E5S1File) -> dict[str, torch.Tensor]:
         ZooError: if a tensor is missing or has the wrong number of values.
     """
     h, ffn = f.hparams["hidden"], f.hparams["ffn"]
-    shapes = {"emb.word": (f.hparams["vocab"], h), "emb.pos": (f.hparams["max_positions"], h),
-              "emb.type": (f.hparams["type_vocab"], h), "emb.ln.w": (h,), "emb.ln.b": (h,)}
+    shapes = {
+        "emb.word": (f.hparams["vocab"], h),
+        "emb.pos": (f.hparams["max_positions"], h),
+        "emb.type": (f.hparams["type_vocab"], h),
+        "emb.ln.w": (h,),
+        "emb.ln.b": (h,),
+    }
     names = dict(_EMB)
     for i in range(f.hparams["layers"]):
         for short, hf in _LAYER.items():
@@ -216,11 +240,20 @@ def e5s1_config(f: E5S1File):
     from transformers import BertConfig
 
     p = f.hparams
-    return BertConfig(vocab_size=p["vocab"], hidden_size=p["hidden"], num_hidden_layers=p["layers"],
-                      num_attention_heads=p["heads"], intermediate_size=p["ffn"],
-                      max_position_embeddings=p["max_positions"], type_vocab_size=p["type_vocab"],
-                      layer_norm_eps=p["eps"], hidden_act="gelu", pad_token_id=f.special["pad"],
-                      bos_token_id=f.special["bos"], eos_token_id=f.special["eos"])
+    return BertConfig(
+        vocab_size=p["vocab"],
+        hidden_size=p["hidden"],
+        num_hidden_layers=p["layers"],
+        num_attention_heads=p["heads"],
+        intermediate_size=p["ffn"],
+        max_position_embeddings=p["max_positions"],
+        type_vocab_size=p["type_vocab"],
+        layer_norm_eps=p["eps"],
+        hidden_act="gelu",
+        pad_token_id=f.special["pad"],
+        bos_token_id=f.special["bos"],
+        eos_token_id=f.special["eos"],
+    )
 
 
 def e5s1_tokenizer(f: E5S1File):
@@ -239,19 +272,29 @@ def e5s1_tokenizer(f: E5S1File):
     s = f.special
     vocab = [(p, float(sc)) for p, sc in zip(f.pieces, f.scores)]
     tok = Tokenizer(models.Unigram(vocab, unk_id=s["unk"], byte_fallback=False))
-    tok.normalizer = normalizers.Sequence([normalizers.Precompiled(_nmt_nfkc_charsmap()),
-                                           normalizers.Replace(Regex(" {2,}"), " ")])
+    tok.normalizer = normalizers.Sequence(
+        [normalizers.Precompiled(_nmt_nfkc_charsmap()), normalizers.Replace(Regex(" {2,}"), " ")]
+    )
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
     bos, eos = f.pieces[s["bos"]], f.pieces[s["eos"]]
     tok.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} {eos} $B {eos}",
-        special_tokens=[(bos, s["bos"]), (eos, s["eos"])])
+        single=f"{bos} $A {eos}",
+        pair=f"{bos} $A {eos} {eos} $B {eos}",
+        special_tokens=[(bos, s["bos"]), (eos, s["eos"])],
+    )
     mask = "<mask>" if "<mask>" in f.pieces else None
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=bos, eos_token=eos, cls_token=bos, sep_token=eos,
-        pad_token=f.pieces[s["pad"]], unk_token=f.pieces[s["unk"]], mask_token=mask,
-        model_max_length=f.hparams["max_positions"])
+        tokenizer_object=tok,
+        bos_token=bos,
+        eos_token=eos,
+        cls_token=bos,
+        sep_token=eos,
+        pad_token=f.pieces[s["pad"]],
+        unk_token=f.pieces[s["unk"]],
+        mask_token=mask,
+        model_max_length=f.hparams["max_positions"],
+    )
 
 
 def _nmt_nfkc_charsmap() -> bytes:

@@ -63,8 +63,12 @@ def read_marker(folder: str | os.PathLike) -> dict | None:
 
 
 def marker_valid(entry: ZooEntry, marker: dict | None) -> bool:
-    return (marker is not None and marker.get("format") == MARKER_FORMAT
-            and marker.get("entry") == entry.name and marker.get("source_sha256") == entry.sha256)
+    return (
+        marker is not None
+        and marker.get("format") == MARKER_FORMAT
+        and marker.get("entry") == entry.name
+        and marker.get("source_sha256") == entry.sha256
+    )
 
 
 def is_prepared(name: str, cache_dir: str | os.PathLike | None = None) -> bool:

@@ -23,7 +23,7 @@ from olas_utils.atomic import write_atomic, write_json_atomic
 from olas_utils.fingerprint import sha256_file, sha256_stream
 from olas_utils.zoo.folders import work_dir
 from olas_utils.zoo.registry import ZooEntry
-from olas_utils.zoo.sources import check_hash, ConcatReader, zip_member_name
+from olas_utils.zoo.sources import ConcatReader, check_hash, zip_member_name
 
 __all__ = ["PREPARERS"]
 
@@ -57,7 +57,7 @@ def _prepare_zip_parts(entry: ZooEntry, paths: list[Path], out: Path, cache: Pat
         for info in zf.infolist():
             if info.is_dir() or not info.filename.startswith(top):
                 continue
-            rel = info.filename[len(top):]
+            rel = info.filename[len(top) :]
             parts = Path(rel).parts
             if not rel or Path(rel).is_absolute() or ".." in parts or Path(rel).name == "desktop.ini":
                 continue  # zip-slip guard; Windows desktop.ini junk
@@ -67,8 +67,13 @@ def _prepare_zip_parts(entry: ZooEntry, paths: list[Path], out: Path, cache: Pat
                 digest = sha256_stream(m, fh)
             if info.filename == entry.weights_file:
                 actual = digest
-    check_hash(entry, actual, f"{out / entry.weights_file[len(top):]} "
-                               f"(from {entry.weights_file} in the zip made of {', '.join(map(str, paths))})", cache)
+    check_hash(
+        entry,
+        actual,
+        f"{out / entry.weights_file[len(top) :]} "
+        f"(from {entry.weights_file} in the zip made of {', '.join(map(str, paths))})",
+        cache,
+    )
     return actual
 
 

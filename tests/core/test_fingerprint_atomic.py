@@ -35,6 +35,7 @@ TWO_BLOCKS = "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1" 
 
 # --- fingerprints -------------------------------------------------------------------------
 
+
 def test_sha256_published_vectors():
     assert sha256_text("abc") == ABC
     assert sha256_bytes(b"abc") == ABC
@@ -83,7 +84,7 @@ def test_seed_from_reference_and_range():
     ref = int.from_bytes(hashlib.sha256(repr((0, "noise", 3)).encode()).digest()[:8], "little") >> 1
     assert seed_from(0, "noise", 3) == ref
     assert seed_from(0, "noise", 4) != ref
-    assert 0 <= seed_from("x") < 2 ** 63
+    assert 0 <= seed_from("x") < 2**63
 
 
 def test_library_versions_and_safe_name():
@@ -100,6 +101,7 @@ def test_library_versions_and_safe_name():
 
 
 # --- atomic writes ------------------------------------------------------------------------
+
 
 def _leftovers(folder):
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
@@ -217,6 +219,7 @@ def test_two_writes_in_flight_use_different_temporary_names(tmp_path):
             seen.append(os.path.basename(fh.name))
             both_open.wait()  # both temporary files exist at once
             fh.write(text.encode())
+
         write_atomic(target, write)
 
     threads = [threading.Thread(target=writer, args=(t,)) for t in ("first", "second")]
@@ -237,8 +240,11 @@ def test_long_names_still_get_a_temporary_file(tmp_path):
 
 
 def test_save_atomic_round_trips_a_tensor_dict(tmp_path):
-    obj = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.tensor([1, -2], dtype=torch.int64),
-           "meta": {"name": "é"}}
+    obj = {
+        "w": torch.arange(6, dtype=torch.float32).reshape(2, 3),
+        "b": torch.tensor([1, -2], dtype=torch.int64),
+        "meta": {"name": "é"},
+    }
     path = save_atomic(obj, tmp_path / "sub" / "ck.pt")
     back = torch.load(path, weights_only=False)
     assert set(back) == {"w", "b", "meta"} and back["meta"] == {"name": "é"}

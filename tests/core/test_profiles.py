@@ -14,8 +14,12 @@ from olas_utils.studies import crosslm, gallery, profiles, syntax, transfer
 from olas_utils.vocabulary import Control, MapKey
 from olas_utils.zoo.controls import CONTROLS
 
-TYPES = {gallery: profiles.GalleryProfile, crosslm: profiles.CrossLMProfile, syntax: profiles.SyntaxProfile,
-         transfer: profiles.TransferProfile}
+TYPES = {
+    gallery: profiles.GalleryProfile,
+    crosslm: profiles.CrossLMProfile,
+    syntax: profiles.SyntaxProfile,
+    transfer: profiles.TransferProfile,
+}
 
 
 @pytest.mark.parametrize("module", list(TYPES), ids=lambda m: m.__name__.rsplit(".", 1)[1])

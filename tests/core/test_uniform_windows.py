@@ -23,8 +23,11 @@ def _hand_uniform(t: int, causal: bool, window: int | None) -> torch.Tensor:
     """Rows 1/count over {j : j <= i (causal), i - w < j (causal window) / |i - j| < w (bidirectional)}."""
     out = torch.zeros(t, t, dtype=torch.float64)
     for i in range(t):
-        seen = [j for j in range(t) if (not causal or j <= i)
-                and (window is None or (i - j < window if causal else abs(i - j) < window))]
+        seen = [
+            j
+            for j in range(t)
+            if (not causal or j <= i) and (window is None or (i - j < window if causal else abs(i - j) < window))
+        ]
         for j in seen:
             out[i, j] = 1.0 / len(seen)
     return out
@@ -33,14 +36,23 @@ def _hand_uniform(t: int, causal: bool, window: int | None) -> torch.Tensor:
 def test_hand_built_causal_window_with_padding():
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
     u = uniform_attention(mask, causal=True, window=2)
-    want0 = torch.tensor([[1, 0, 0, 0, 0], [.5, .5, 0, 0, 0], [0, .5, .5, 0, 0], [0, 0, .5, .5, 0],
-                          [0, 0, 0, .5, .5]])
+    want0 = torch.tensor(
+        [[1, 0, 0, 0, 0], [0.5, 0.5, 0, 0, 0], [0, 0.5, 0.5, 0, 0], [0, 0, 0.5, 0.5, 0], [0, 0, 0, 0.5, 0.5]]
+    )
     torch.testing.assert_close(u[0], want0, rtol=0, atol=0)
-    torch.testing.assert_close(u[1], torch.tensor([[1, 0, 0, 0, 0], [.5, .5, 0, 0, 0], [0, .5, .5, 0, 0],
-                                                   [0.0] * 5, [0.0] * 5]), rtol=0, atol=0)
+    torch.testing.assert_close(
+        u[1],
+        torch.tensor([[1, 0, 0, 0, 0], [0.5, 0.5, 0, 0, 0], [0, 0.5, 0.5, 0, 0], [0.0] * 5, [0.0] * 5]),
+        rtol=0,
+        atol=0,
+    )
     for causal, w in ((True, 3), (False, 2), (False, 3)):
-        torch.testing.assert_close(uniform_attention(torch.ones(1, 6), causal=causal, window=w)[0].double(),
-                                   _hand_uniform(6, causal, w), rtol=0, atol=1e-7)
+        torch.testing.assert_close(
+            uniform_attention(torch.ones(1, 6), causal=causal, window=w)[0].double(),
+            _hand_uniform(6, causal, w),
+            rtol=0,
+            atol=1e-7,
+        )
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -56,8 +68,11 @@ def test_short_inputs_are_byte_identical(causal):
             assert torch.equal(ref, win)
     # and the hand formula: 1/(i+1) (causal), 1/T (encoder)
     t = 7
-    hand = torch.tensor([[1.0 / (i + 1) if j <= i else 0.0 for j in range(t)] for i in range(t)]) if causal \
+    hand = (
+        torch.tensor([[1.0 / (i + 1) if j <= i else 0.0 for j in range(t)] for i in range(t)])
+        if causal
         else torch.full((t, t), 1.0 / t)
+    )
     assert torch.equal(uniform_attention(torch.ones(1, t), causal=causal)[0], hand)
 
 
@@ -78,11 +93,19 @@ def test_reference_with_windows_against_brute_force(causal):
     roll = torch.eye(t, dtype=torch.float64)
     for u in us:
         roll = (u + torch.eye(t, dtype=torch.float64)) @ roll
-    torch.testing.assert_close(uniform_reference("rollout", t, causal=causal, num_layers=n, windows=windows).double(),
-                               roll, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        uniform_reference("rollout", t, causal=causal, num_layers=n, windows=windows).double(),
+        roll,
+        rtol=1e-6,
+        atol=1e-6,
+    )
     for i in (0, 1, 2, -1, -4):
-        torch.testing.assert_close(uniform_reference(f"layer:{i}", t, causal=causal, num_layers=n,
-                                                     windows=windows).double(), us[i], rtol=0, atol=1e-7)
+        torch.testing.assert_close(
+            uniform_reference(f"layer:{i}", t, causal=causal, num_layers=n, windows=windows).double(),
+            us[i],
+            rtol=0,
+            atol=1e-7,
+        )
     with pytest.raises(ValueError, match="windows"):
         uniform_reference("ola:1", t, causal=causal, num_layers=n, windows=(2, None))
 
@@ -112,8 +135,9 @@ def test_gemma3_long_input_support_equals_real_attention(zoo_model, long_words):
     with torch.no_grad():
         out = lm.model(**inputs, output_attentions=True)
     assert lm.model.config._attn_implementation == "eager" and len(out.attentions) == n
-    res = extract_ola(lm.model, lm.tokenizer, [long_words], orders=(1,), layers=range(n), attention="uniform",
-                      progress=False)
+    res = extract_ola(
+        lm.model, lm.tokenizer, [long_words], orders=(1,), layers=range(n), attention="uniform", progress=False
+    )
     assert res["layer:0"][0].shape == (t, t)
     n_sliding_differs = 0
     for i in range(n):
@@ -145,13 +169,22 @@ def test_gemma3_long_input_neutral_reference_is_windowed(zoo_model, long_words):
         want, _ = pool_to_words(sub[key][0], wid, w, reference=ref)
         torch.testing.assert_close(word[key][0], want, rtol=1e-5, atol=1e-6)
     # the tokenizer-only control, pooled neutrally, is exactly 1 on every pair the layer sees
-    uni = extract_ola(lm.model, lm.tokenizer, [long_words], orders=(1, 2), layers=range(n), attention="uniform",
-                      level="word", progress=False)
+    uni = extract_ola(
+        lm.model,
+        lm.tokenizer,
+        [long_words],
+        orders=(1, 2),
+        layers=range(n),
+        attention="uniform",
+        level="word",
+        progress=False,
+    )
     for key in ("layer:0", "layer:5", "ola:1", "ola:2"):
         m = uni[key][0]
         assert set(m.unique().tolist()) <= {0.0, 1.0}, key
-    sub_u = extract_ola(lm.model, lm.tokenizer, [long_words], orders=(1,), layers=(0,), attention="uniform",
-                        progress=False)
+    sub_u = extract_ola(
+        lm.model, lm.tokenizer, [long_words], orders=(1,), layers=(0,), attention="uniform", progress=False
+    )
     clark, _ = pool_to_words(sub_u["layer:0"][0], wid, w, pooling="clark")
     assert torch.equal(uni["layer:0"][0] > 0, clark > 0)
     assert not torch.equal(uni["layer:0"][0] > 0, torch.ones(w, w).tril().bool())  # the window shows
@@ -166,11 +199,20 @@ def test_tiny_gemma3_support_equals_its_attention(bidirectional):
     from olas_utils.architecture import attention_windows, is_causal_model
 
     torch.manual_seed(0)
-    cfg = Gemma3TextConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=64,
-                           sliding_window=4, use_bidirectional_attention=bidirectional,
-                           layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
-                           architectures=["Gemma3ForCausalLM"])
+    cfg = Gemma3TextConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=64,
+        sliding_window=4,
+        use_bidirectional_attention=bidirectional,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        architectures=["Gemma3ForCausalLM"],
+    )
     cfg._attn_implementation = "eager"
     model = Gemma3ForCausalLM(cfg).eval()
     causal = is_causal_model(model)
@@ -208,9 +250,19 @@ def test_maps_keep_their_windows_through_save_and_load(tmp_path):
     from olas_utils.maps import OLAMaps
 
     eye = torch.eye(3)
-    m = OLAMaps(maps={"layer:0": [eye]}, tokens=[["a", "b", "c"]], words=[["a", "b", "c"]],
-                word_ids=[torch.tensor([0, 1, 2])], model_name="x", num_layers=2, is_causal=True, level="subword",
-                capture_path="p", dtype="float32", windows=(2, None))
+    m = OLAMaps(
+        maps={"layer:0": [eye]},
+        tokens=[["a", "b", "c"]],
+        words=[["a", "b", "c"]],
+        word_ids=[torch.tensor([0, 1, 2])],
+        model_name="x",
+        num_layers=2,
+        is_causal=True,
+        level="subword",
+        capture_path="p",
+        dtype="float32",
+        windows=(2, None),
+    )
     back = OLAMaps.load(m.save(tmp_path / "m.pt"))
     assert back.windows == (2, None)
     # layer 0 has a window of 2: query 2 sees tokens 1, 2 (1/2 each), so the identity lifts to 2 there

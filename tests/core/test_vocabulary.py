@@ -3,6 +3,7 @@ and each control label is defined once in the package."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -23,8 +24,16 @@ from olas_utils.vocabulary import (
 PACKAGE = Path(__file__).resolve().parents[2] / "olas_utils"
 
 
-@pytest.mark.parametrize("text, method, index", [("ola:0", "ola", 0), ("ola:2", "ola", 2), ("rollout", "rollout", None),
-                                                 ("layer:0", "layer", 0), ("layer:-1", "layer", -1)])
+@pytest.mark.parametrize(
+    "text, method, index",
+    [
+        ("ola:0", "ola", 0),
+        ("ola:2", "ola", 2),
+        ("rollout", "rollout", None),
+        ("layer:0", "layer", 0),
+        ("layer:-1", "layer", -1),
+    ],
+)
 def test_keys_round_trip(text, method, index):
     key = MapKey.parse(text)
     assert (key.method, key.index) == (method, index)
@@ -37,8 +46,10 @@ def test_key_builders_format_like_the_parser():
     assert MapKey.ola(2) == MapKey.parse("ola:2") and hash(MapKey.ola(2)) == hash(MapKey.parse("ola:2"))
 
 
-@pytest.mark.parametrize("bad", ["ola:x", "ola:-1", "rolout", "ola", "ola:", "rollout:1", "layer:1.5", "layer", "",
-                                 "ola:2:3", "OLA:1", "alti:2"])
+@pytest.mark.parametrize(
+    "bad",
+    ["ola:x", "ola:-1", "rolout", "ola", "ola:", "rollout:1", "layer:1.5", "layer", "", "ola:2:3", "OLA:1", "alti:2"],
+)
 def test_bad_keys_are_refused(bad):
     with pytest.raises(ValueError):
         MapKey.parse(bad)
@@ -106,8 +117,11 @@ def test_the_strings_tables_and_caches_print_today():
     assert Control.TOKENIZER_ONLY.label == "tokenizer only (uniform attention)"
     assert Control.RANDOM_WEIGHTS.label == "randomly re-initialised weights"
     assert Control.SHUFFLED_LAYERS.label == "shuffled layers"
-    assert [Control.TOKENIZER_ONLY.copy_suffix(5), Control.RANDOM_WEIGHTS.copy_suffix(0),
-            Control.SHUFFLED_LAYERS.copy_suffix(3)] == ["+uniform", "+random(seed=0)", "+shuffled(seed=3)"]
+    assert [
+        Control.TOKENIZER_ONLY.copy_suffix(5),
+        Control.RANDOM_WEIGHTS.copy_suffix(0),
+        Control.SHUFFLED_LAYERS.copy_suffix(3),
+    ] == ["+uniform", "+random(seed=0)", "+shuffled(seed=3)"]
     assert Control.TRAINED.cache_id is None and Control.RANDOM_WEIGHTS.cache_id == "random"
     assert Control.RANDOM_INIT_TARGET.maps is Control.RANDOM_WEIGHTS and Control.BASELINE.maps is None
     assert Control.POSITION_ONLY.positions and not Control.TOKENIZER_ONLY.positions
@@ -121,21 +135,42 @@ SHARED_WORDS = {"none", "ola", "uniform"}
 
 def _quoted(text: str) -> list[tuple[str, int]]:
     pat = re.compile(r"""(["'])""" + re.escape(text) + r"\1")
-    return [(str(p.relative_to(PACKAGE)), i) for p in sorted(PACKAGE.rglob("*.py"))
-            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pat.search(line)]
+    return [
+        (str(p.relative_to(PACKAGE)), i)
+        for p in sorted(PACKAGE.rglob("*.py"))
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if pat.search(line)
+    ]
 
 
-@pytest.mark.parametrize("text", sorted({s for r in CONTROL_LABELS.values() for s in (r.ident, r.condition, r.label)}
-                                        - SHARED_WORDS))
+def _label_table_rows() -> tuple[list[list[str]], range]:
+    """The string constants of each row of ``CONTROL_LABELS`` (read with ``ast``, whatever
+    the formatting) and the line span of the table in vocabulary.py."""
+    tree = ast.parse((PACKAGE / "vocabulary.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "CONTROL_LABELS":
+            rows = [
+                [c.value for c in ast.walk(v) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+                for v in node.value.values
+            ]
+            return rows, range(node.lineno, node.end_lineno + 1)
+    raise AssertionError("CONTROL_LABELS not found in vocabulary.py")
+
+
+@pytest.mark.parametrize(
+    "text", sorted({s for r in CONTROL_LABELS.values() for s in (r.ident, r.condition, r.label)} - SHARED_WORDS)
+)
 def test_each_control_label_is_defined_once_in_the_package(text):
-    hits = _quoted(text)
-    assert len(hits) == 1 and hits[0][0] == "vocabulary.py", hits
+    rows, span = _label_table_rows()
+    assert sum(text in row for row in rows) == 1, f"{text!r} must be written in exactly one row of CONTROL_LABELS"
+    elsewhere = [(f, i) for f, i in _quoted(text) if not (f == "vocabulary.py" and i in span)]
+    assert not elsewhere, elsewhere
 
 
 def test_shared_words_are_still_spelled_once_by_the_label_table():
-    table = [line for line in (PACKAGE / "vocabulary.py").read_text().splitlines() if "ControlLabels(" in line]
+    rows, _ = _label_table_rows()
     for word in SHARED_WORDS:
-        assert sum(f'"{word}"' in line for line in table) == 1, word
+        assert sum(word in row for row in rows) == 1, word
 
 
 def test_families():

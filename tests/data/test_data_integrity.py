@@ -99,6 +99,7 @@ def _verify_on(monkeypatch):
 
 # --- checksums -----------------------------------------------------------------------------------
 
+
 def test_error_classes_are_value_errors():
     assert issubclass(data_files.DataFormatError, ValueError)
     assert issubclass(data_files.DataChecksumError, ValueError)
@@ -187,12 +188,27 @@ def test_real_data_is_verified_and_keeps_documented_counts(monkeypatch):
 
     data_files._sha256_cache_clear()
     monkeypatch.setattr(hashlib, "sha256", spying)
-    expected = {("ud", "train"): 12544, ("ud", "dev"): 2001, ("ud", "test"): 2077,
-                ("c2000", "train"): 8936, ("c2000", "test"): 2012, ("sem", "train"): 8000,
-                ("sem", "test"): 2717, ("uner", "dev"): 2001, ("uner", "test"): 2077,
-                ("c2003", "train"): 14041, ("c2003", "testa"): 3250, ("c2003", "testb"): 3453}
-    fns = {"ud": load_ud_ewt, "c2000": load_conll2000, "sem": load_semeval2010_task8, "uner": load_uner_ewt,
-           "c2003": load_conll2003}
+    expected = {
+        ("ud", "train"): 12544,
+        ("ud", "dev"): 2001,
+        ("ud", "test"): 2077,
+        ("c2000", "train"): 8936,
+        ("c2000", "test"): 2012,
+        ("sem", "train"): 8000,
+        ("sem", "test"): 2717,
+        ("uner", "dev"): 2001,
+        ("uner", "test"): 2077,
+        ("c2003", "train"): 14041,
+        ("c2003", "testa"): 3250,
+        ("c2003", "testb"): 3453,
+    }
+    fns = {
+        "ud": load_ud_ewt,
+        "c2000": load_conll2000,
+        "sem": load_semeval2010_task8,
+        "uner": load_uner_ewt,
+        "c2003": load_conll2003,
+    }
     for (name, split), n in expected.items():
         assert len(fns[name](split)) == n, (name, split)
     digests = {h.hexdigest() for h in hashed}
@@ -217,6 +233,7 @@ def test_read_conllu_and_ontonotes_check_a_sums_file_beside_them(tmp_path):
 
 
 # --- strict formats ------------------------------------------------------------------------------
+
 
 def test_semeval_without_blank_lines_is_an_error_at_the_line(tmp_path):
     data = b"".join(x for x in _lines(SEM_TRAIN) if x.strip())
@@ -326,7 +343,7 @@ def test_leading_bom_is_never_part_of_a_word(tmp_path, rel):
 def test_bom_inside_a_file_is_refused(tmp_path, rel):
     data = (REAL / rel).read_bytes()
     half = _cut_at_sentence_boundary(rel)
-    root = _folder(tmp_path, rel, half + b"\xef\xbb\xbf" + data[len(half):])
+    root = _folder(tmp_path, rel, half + b"\xef\xbb\xbf" + data[len(half) :])
     load, _ = LOADERS[rel]
     line = half.count(b"\n") + 1
     with pytest.raises(data_files.DataFormatError, match=rf":{line}:.*(BOM|byte-order)"):

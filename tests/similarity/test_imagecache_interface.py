@@ -12,11 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_cache import tiny
 
 import olas_utils.similarity.imagecache as ic
 from olas_utils.data.corpus import build_chunks
-
-from test_cache import tiny
 
 PKG = Path(__file__).resolve().parents[2] / "olas_utils"
 KEYS = ["ola:1", "ola:2", "rollout"]
@@ -48,8 +47,18 @@ def test_write_open_read_equals_the_pipeline_run_by_hand(single, bert, chunks):
     # the same batches recomputed here, outside the cache: every image must be bit-identical
     seen = []
     for batch in c.plan:
-        res = extract_ola(bert.model, bert.tokenizer, [chunks[i] for i in batch], orders=(1, 2), rollout=True,
-                          layers=(), level="subword", batch_size=len(batch), progress=False, model_name="tiny-bert")
+        res = extract_ola(
+            bert.model,
+            bert.tokenizer,
+            [chunks[i] for i in batch],
+            orders=(1, 2),
+            rollout=True,
+            layers=(),
+            level="subword",
+            batch_size=len(batch),
+            progress=False,
+            model_name="tiny-bert",
+        )
         for j, i in enumerate(batch):
             seen.append(i)
             for key in KEYS:
@@ -96,10 +105,20 @@ def test_default_root_is_the_sha256_of_the_canonical_manifest(tmp_path, bert, ch
     # a real run lands in the folder its stored manifest names
     c = ic.extract_protocols(bert, chunks[:4], protocols=["paper"], cache_dir=tmp_path, **SETTINGS)["paper"]
     assert c.root == ic.default_cache_root(c.manifest, tmp_path)
-    assert ic.cache_complete(bert, chunks[:4], protocols=["paper"], cache_dir=tmp_path,
-                             **{k: v for k, v in SETTINGS.items() if k != "progress"})
-    assert not ic.cache_complete(bert, chunks[:4], protocols=["word"], cache_dir=tmp_path,
-                                 **{k: v for k, v in SETTINGS.items() if k != "progress"})
+    assert ic.cache_complete(
+        bert,
+        chunks[:4],
+        protocols=["paper"],
+        cache_dir=tmp_path,
+        **{k: v for k, v in SETTINGS.items() if k != "progress"},
+    )
+    assert not ic.cache_complete(
+        bert,
+        chunks[:4],
+        protocols=["word"],
+        cache_dir=tmp_path,
+        **{k: v for k, v in SETTINGS.items() if k != "progress"},
+    )
     tok = ic.tokenizer_settings(bert.tokenizer)
     assert tok == c.manifest["tokenizer"] and tok["vocab_size"] == len(bert.tokenizer)
 
@@ -124,14 +143,25 @@ def test_two_shards_merge_into_the_single_process_cache(tmp_path, single, bert, 
 def test_the_interface_is_complete_and_the_old_modules_are_gone():
     for name in ic.__all__:
         assert getattr(ic, name) is not None, name
-    assert {"extract_protocols", "extract_to_cache", "cache_complete", "open_cache", "CachedImages", "verify_files",
-            "merge_shards", "CacheMismatchError", "CacheCorruptError", "CacheBusyError",
-            "default_cache_root"} <= set(ic.__all__)
+    assert {
+        "extract_protocols",
+        "extract_to_cache",
+        "cache_complete",
+        "open_cache",
+        "CachedImages",
+        "verify_files",
+        "merge_shards",
+        "CacheMismatchError",
+        "CacheCorruptError",
+        "CacheBusyError",
+        "default_cache_root",
+    } <= set(ic.__all__)
     for old in ("cache", "cache_folder", "cache_plan", "cache_reader", "shards", "manifest"):
         assert importlib.util.find_spec(f"olas_utils.similarity.{old}") is None, old
 
 
 # -- no module imports another module's private name ------------------------------------------------
+
 
 def private_imports(source: str) -> list[str]:
     """``module.name`` of every underscore-prefixed (not dunder) name imported from an
@@ -145,14 +175,17 @@ def private_imports(source: str) -> list[str]:
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith("olas_utils") and any(
-                        p.startswith("_") and not p.startswith("__") for p in alias.name.split(".")):
+                    p.startswith("_") and not p.startswith("__") for p in alias.name.split(".")
+                ):
                     out.append(alias.name)
     return out
 
 
 def test_the_private_import_finder_finds_them():
-    src = ("from olas_utils.a import b, _c\nimport olas_utils._d\ndef f():\n    from .e import _g\n"
-           "from olas_utils import __version__\nfrom os import _exit\n")
+    src = (
+        "from olas_utils.a import b, _c\nimport olas_utils._d\ndef f():\n    from .e import _g\n"
+        "from olas_utils import __version__\nfrom os import _exit\n"
+    )
     assert sorted(private_imports(src)) == [".e._g", "olas_utils._d", "olas_utils.a._c"]
 
 

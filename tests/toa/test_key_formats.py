@@ -24,15 +24,32 @@ from olas_utils.toa.train import Selection, TrainConfig, checkpoint_key, example
 TINY = AdapterConfig(in_channels=2, dim=8, depth=1, heads=2, reversible=False)
 
 #: ``asdict(TrainConfig())`` as it was written before the augmentation had its own type.
-OLD_DEFAULT = {"epochs": 10, "batch_size": 8, "lr": 1e-3, "weight_decay": 0.01, "noise_p": 0.3, "noise_std": 0.2,
-               "grad_clip": 5.0, "sink_p": 0.0, "temperature_p": 0.0, "seed": 0, "checkpoint_every": 200}
+OLD_DEFAULT = {
+    "epochs": 10,
+    "batch_size": 8,
+    "lr": 1e-3,
+    "weight_decay": 0.01,
+    "noise_p": 0.3,
+    "noise_std": 0.2,
+    "grad_clip": 5.0,
+    "sink_p": 0.0,
+    "temperature_p": 0.0,
+    "seed": 0,
+    "checkpoint_every": 200,
+}
 
 
 def _examples():
     g = torch.Generator().manual_seed(0)
-    return [Example(image=torch.rand(2, 3, 3, generator=g), positions=torch.arange(3), labels=torch.tensor([0, 1, 2])),
-            Example(image=torch.rand(2, 2, 2, generator=g), positions=torch.arange(2), labels=torch.tensor([1, 0]),
-                    heads=torch.tensor([0, 1]))]
+    return [
+        Example(image=torch.rand(2, 3, 3, generator=g), positions=torch.arange(3), labels=torch.tensor([0, 1, 2])),
+        Example(
+            image=torch.rand(2, 2, 2, generator=g),
+            positions=torch.arange(2),
+            labels=torch.tensor([1, 0]),
+            heads=torch.tensor([0, 1]),
+        ),
+    ]
 
 
 def _example_bytes(examples):
@@ -53,15 +70,31 @@ def test_seed_formula():
 def test_sentence_id_and_maps_key_formulas():
     for words in (["a", "b"], ["Straße", "日本", '"q"'], []):
         assert sentence_id(words) == hashlib.sha256(json.dumps(words, ensure_ascii=False).encode()).hexdigest()
-    payload = {"weights": "w" * 64, "model": "minilm-l6", "control": "random", "control_seed": 3,
-               "orders": [1, 2, 3], "rollout": True, "versions": library_versions()}
+    payload = {
+        "weights": "w" * 64,
+        "model": "minilm-l6",
+        "control": "random",
+        "control_seed": 3,
+        "orders": [1, 2, 3],
+        "rollout": True,
+        "versions": library_versions(),
+    }
     ref = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     assert maps_key("w" * 64, "minilm-l6", "random", 3, [3, 1, 2], True) == ref
 
 
 def test_task_fingerprint_and_corpus_hash_formulas():
-    d = TaskData(task="dependency", kind="dependency", split="train", words=[["a", "é"]], labels=[["nsubj", "root"]],
-                 label_names=("nsubj", "root"), rows=[0], heads=[[2, 0]], spans=[((0, 1), (1, 2))])
+    d = TaskData(
+        task="dependency",
+        kind="dependency",
+        split="train",
+        words=[["a", "é"]],
+        labels=[["nsubj", "root"]],
+        label_names=("nsubj", "root"),
+        rows=[0],
+        heads=[[2, 0]],
+        spans=[((0, 1), (1, 2))],
+    )
     payload = json.dumps([d.task, d.split, d.words, d.labels, d.heads, d.spans], sort_keys=True, default=list)
     assert d.fingerprint() == hashlib.sha256(payload.encode()).hexdigest()
     text = '[["a","é"],["b"]]'
@@ -73,8 +106,11 @@ def test_examples_digest_and_checkpoint_key_formulas():
     assert examples_digest(ex) == hashlib.sha256(_example_bytes(ex)).hexdigest()
     torch.manual_seed(0)
     m = TOAModel(TINY, "token", 3)
-    arch = {"kind": m.kind, "adapter": m.adapter.config.to_dict(),
-            "params": [(n, tuple(p.shape)) for n, p in m.named_parameters()]}
+    arch = {
+        "kind": m.kind,
+        "adapter": m.adapter.config.to_dict(),
+        "params": [(n, tuple(p.shape)) for n, p in m.named_parameters()],
+    }
 
     def ref(cfg_dict, extra, sel=None):
         parts = [arch, cfg_dict, extra] + ([sel] if sel else [])

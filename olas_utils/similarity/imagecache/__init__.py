@@ -51,9 +51,21 @@ from olas_utils.similarity.imagecache.shards import merge_shards, parse_shard_ro
 from olas_utils.similarity.imagecache.write import extract_protocols, extract_to_cache
 
 __all__ = [
-    "extract_protocols", "extract_to_cache", "cache_complete",
-    "open_cache", "CachedImages", "verify_files",
-    "merge_shards", "shard_root", "parse_shard_root",
-    "default_cache_root", "tokenizer_settings", "manifest_diff", "key_filename", "FORMAT_VERSION",
-    "CacheMismatchError", "CacheCorruptError", "CacheBusyError",
+    "extract_protocols",
+    "extract_to_cache",
+    "cache_complete",
+    "open_cache",
+    "CachedImages",
+    "verify_files",
+    "merge_shards",
+    "shard_root",
+    "parse_shard_root",
+    "default_cache_root",
+    "tokenizer_settings",
+    "manifest_diff",
+    "key_filename",
+    "FORMAT_VERSION",
+    "CacheMismatchError",
+    "CacheCorruptError",
+    "CacheBusyError",
 ]

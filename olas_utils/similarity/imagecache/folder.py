@@ -38,9 +38,26 @@ from olas_utils.atomic import write_json_atomic
 from olas_utils.fingerprint import sha256_file
 from olas_utils.vocabulary import MapKey
 
-__all__ = ["FORMAT_VERSION", "MANIFEST", "PROGRESS", "PLAN", "LENGTHS", "LOCK", "CacheBusyError",
-           "CacheCorruptError", "corrupt_error", "io_errors", "write_json", "read_json", "file_checksums",
-           "verify_files", "key_filename", "locked", "clear_folder", "init_folder"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MANIFEST",
+    "PROGRESS",
+    "PLAN",
+    "LENGTHS",
+    "LOCK",
+    "CacheBusyError",
+    "CacheCorruptError",
+    "corrupt_error",
+    "io_errors",
+    "write_json",
+    "read_json",
+    "file_checksums",
+    "verify_files",
+    "key_filename",
+    "locked",
+    "clear_folder",
+    "init_folder",
+]
 
 
 #: Version of the folder layout; part of the manifest.
@@ -63,8 +80,10 @@ class CacheCorruptError(ValueError):
 def corrupt_error(path: Path, what: str) -> CacheCorruptError:
     """The :class:`CacheCorruptError` for the damaged file ``path``: names it, says what is
     wrong (``what``) and how to recover (``overwrite=True`` or delete the folder)."""
-    return CacheCorruptError(f"OLAS cache file {path} is damaged ({what}); rebuild the cache with "
-                             f"extract_to_cache(..., overwrite=True) or delete the folder {path.parent}")
+    return CacheCorruptError(
+        f"OLAS cache file {path} is damaged ({what}); rebuild the cache with "
+        f"extract_to_cache(..., overwrite=True) or delete the folder {path.parent}"
+    )
 
 
 def _with_path(e: OSError, path: Path | str, what: str) -> OSError:
@@ -148,8 +167,9 @@ def file_checksums(root: Path, names: Iterable[str]) -> dict[str, dict[str, Any]
     return out
 
 
-def verify_files(root: Path, recorded: dict[str, dict[str, Any]] | None,
-                 shapes: dict[str, tuple] | None = None) -> None:
+def verify_files(
+    root: Path, recorded: dict[str, dict[str, Any]] | None, shapes: dict[str, tuple] | None = None
+) -> None:
     """Check the arrays of a cache folder: each file exists, has the size recorded at
     completion and the same SHA-256 (``recorded``); with ``shapes`` (an incomplete cache,
     nothing recorded yet), each ``.npy`` opens with the expected shape.
@@ -163,11 +183,11 @@ def verify_files(root: Path, recorded: dict[str, dict[str, Any]] | None,
             raise corrupt_error(path, "missing")
         size = path.stat().st_size
         if size != want["size"]:
-            raise corrupt_error(path, f"{size} bytes, {want['size']} when the cache was completed: truncated or "
-                                      f"replaced")
+            raise corrupt_error(
+                path, f"{size} bytes, {want['size']} when the cache was completed: truncated or replaced"
+            )
         if file_checksums(root, [name])[name]["sha256"] != want["sha256"]:
-            raise corrupt_error(path, "its SHA-256 differs from the one recorded when the cache was completed: "
-                                      "changed")
+            raise corrupt_error(path, "its SHA-256 differs from the one recorded when the cache was completed: changed")
     for name, shape in (shapes or {}).items():
         path = root / name
         if not path.is_file():
@@ -220,8 +240,10 @@ def locked(root: Path):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise CacheBusyError(f"another process is writing the OLAS cache {root} (lock {path} is held); "
-                                 f"wait for it, or use another cache_root") from None
+            raise CacheBusyError(
+                f"another process is writing the OLAS cache {root} (lock {path} is held); "
+                f"wait for it, or use another cache_root"
+            ) from None
         yield
     finally:
         os.close(fd)
@@ -257,7 +279,8 @@ def clear_folder(root: Path, keys: Iterable[str] | None) -> None:
     if foreign:
         raise FileExistsError(
             f"{root} holds files that are not part of an OLAS image cache ({', '.join(sorted(foreign)[:5])}); "
-            f"refusing to delete them. Choose another cache_root.")
+            f"refusing to delete them. Choose another cache_root."
+        )
     order = sorted(names, key=lambda n: (n != MANIFEST, n == LOCK))
     for n in order:
         if n == LOCK:
@@ -289,6 +312,15 @@ def init_folder(root: Path, manifest: dict, plan: list[list[int]], keys: list[st
         mm.flush()
         del mm
     write_json(root / PLAN, plan)
-    write_json(root / PROGRESS, {"batches_done": 0, "n_batches": len(plan), "chunks_done": 0,
-                                 "complete": False, "devices": [], "updated": time.time()})
+    write_json(
+        root / PROGRESS,
+        {
+            "batches_done": 0,
+            "n_batches": len(plan),
+            "chunks_done": 0,
+            "complete": False,
+            "devices": [],
+            "updated": time.time(),
+        },
+    )
     write_json(root / MANIFEST, manifest)  # last: the folder now counts as a cache

@@ -31,8 +31,15 @@ from olas_utils.fingerprint import library_versions, safe_name, sha256_json
 from olas_utils.similarity.imagecache.folder import FORMAT_VERSION
 from olas_utils.similarity.images import PREPROCESSING, PROTOCOLS, RESIZE
 
-__all__ = ["CacheMismatchError", "tokenizer_settings", "run_manifest", "protocol_manifest", "default_cache_root",
-           "manifest_diff", "mismatch_error"]
+__all__ = [
+    "CacheMismatchError",
+    "tokenizer_settings",
+    "run_manifest",
+    "protocol_manifest",
+    "default_cache_root",
+    "manifest_diff",
+    "mismatch_error",
+]
 
 
 class CacheMismatchError(ValueError):
@@ -78,8 +85,18 @@ def tokenizer_settings(tokenizer) -> dict:
     }
 
 
-def run_manifest(lm, chunks, *, plan: list[list[int]], orders: list[int], keys: list[str], image_size: int,
-                 batch_size: int, seed: int, num_layers: int) -> dict:
+def run_manifest(
+    lm,
+    chunks,
+    *,
+    plan: list[list[int]],
+    orders: list[int],
+    keys: list[str],
+    image_size: int,
+    batch_size: int,
+    seed: int,
+    num_layers: int,
+) -> dict:
     """The manifest fields every protocol of one run shares (all but ``protocol``,
     ``level``, ``preprocessing``, ``resize``: :func:`protocol_manifest`).
 
@@ -126,8 +143,13 @@ def protocol_manifest(common: dict, protocol: str) -> dict:
     Raises:
         KeyError: an unknown protocol.
     """
-    return dict(common, protocol=protocol, level=PROTOCOLS[protocol], preprocessing=PREPROCESSING[protocol],
-                resize=RESIZE[protocol])
+    return dict(
+        common,
+        protocol=protocol,
+        level=PROTOCOLS[protocol],
+        preprocessing=PREPROCESSING[protocol],
+        resize=RESIZE[protocol],
+    )
 
 
 def default_cache_root(manifest: dict, cache_dir: str | os.PathLike | None = None) -> Path:
@@ -167,7 +189,9 @@ def mismatch_error(root: Path, diff: dict[str, tuple[Any, Any]]) -> CacheMismatc
         f"the OLAS image cache {root} was made with different settings ({', '.join(diff)}):\n{lines}\n"
         f"It is never reused silently. Use another cache_root (or leave cache_root=None for a "
         f"folder per settings), or pass overwrite=True to delete it and rebuild.",
-        path=root, fields=diff)
+        path=root,
+        fields=diff,
+    )
 
 
 def _short(v: Any, n: int = 80) -> str:

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from olas_utils.vocabulary import DEFAULT_BASELINES, MapKey
-from olas_utils.similarity.images import PROTOCOLS
 from olas_utils.similarity.imagecache.folder import MANIFEST, PROGRESS, read_json
 from olas_utils.similarity.imagecache.manifest import (
     default_cache_root,
@@ -23,9 +21,19 @@ from olas_utils.similarity.imagecache.manifest import (
     run_manifest,
 )
 from olas_utils.similarity.imagecache.shards import shard_root
+from olas_utils.similarity.images import PROTOCOLS
+from olas_utils.vocabulary import DEFAULT_BASELINES, MapKey
 
-__all__ = ["Target", "check_settings", "validate_keys", "batch_plan", "loaded_model", "plan_targets", "is_complete",
-           "cache_complete"]
+__all__ = [
+    "Target",
+    "check_settings",
+    "validate_keys",
+    "batch_plan",
+    "loaded_model",
+    "plan_targets",
+    "is_complete",
+    "cache_complete",
+]
 
 
 def validate_keys(orders: Iterable[int], baselines: Iterable[str]) -> tuple[list[int], bool, list[int], list[str]]:
@@ -122,8 +130,9 @@ def loaded_model(model_name_or_loaded, device):
     return model_name_or_loaded
 
 
-def plan_targets(lm, chunks, protocols, *, orders, layers, keys, image_size, batch_size, seed, cache_dir,
-                 cache_root=None, shard=None) -> list[Target]:
+def plan_targets(
+    lm, chunks, protocols, *, orders, layers, keys, image_size, batch_size, seed, cache_dir, cache_root=None, shard=None
+) -> list[Target]:
     """Manifest, folder and batch plan of each protocol's cache (nothing is written).
 
     Args:
@@ -161,8 +170,17 @@ def plan_targets(lm, chunks, protocols, *, orders, layers, keys, image_size, bat
     for i in layers:
         parse_key(str(MapKey.layer(i)), n_layers)
     plan = batch_plan(tokenizer, model, chunks, batch_size)
-    common = run_manifest(lm, chunks, plan=plan, orders=orders, keys=keys, image_size=image_size,
-                          batch_size=batch_size, seed=seed, num_layers=n_layers)
+    common = run_manifest(
+        lm,
+        chunks,
+        plan=plan,
+        orders=orders,
+        keys=keys,
+        image_size=image_size,
+        batch_size=batch_size,
+        seed=seed,
+        num_layers=n_layers,
+    )
     out = []
     for protocol in protocols:
         manifest = protocol_manifest(common, protocol)
@@ -221,6 +239,16 @@ def cache_complete(
     """
     chunks = check_settings(image_size, batch_size, chunks)
     orders, _, layers, keys = validate_keys(orders, baselines)
-    targets = plan_targets(loaded, chunks, list(protocols), orders=orders, layers=layers, keys=keys,
-                           image_size=image_size, batch_size=batch_size, seed=seed, cache_dir=cache_dir)
+    targets = plan_targets(
+        loaded,
+        chunks,
+        list(protocols),
+        orders=orders,
+        layers=layers,
+        keys=keys,
+        image_size=image_size,
+        batch_size=batch_size,
+        seed=seed,
+        cache_dir=cache_dir,
+    )
     return all(is_complete(t) for t in targets)

@@ -53,8 +53,9 @@ class CachedImages:
             raise FileNotFoundError(f"{self.root} is not an OLAS image cache (no {MANIFEST})")
         self.manifest: dict = read_json(mpath)
         if self.manifest.get("format") != FORMAT_VERSION:
-            raise ValueError(f"{self.root}: cache format {self.manifest.get('format')!r}, "
-                             f"this OLAS reads {FORMAT_VERSION}")
+            raise ValueError(
+                f"{self.root}: cache format {self.manifest.get('format')!r}, this OLAS reads {FORMAT_VERSION}"
+            )
         self.keys: list[str] = list(self.manifest["keys"])
         self.n_chunks: int = int(self.manifest["n_chunks"])
         self.image_size: int = int(self.manifest["image_size"])
@@ -78,8 +79,10 @@ class CachedImages:
 
     def __repr__(self) -> str:
         p = self.progress
-        return (f"CachedImages({str(self.root)!r}, model={self.manifest['model']!r}, protocol="
-                f"{self.manifest['protocol']!r}, keys={self.keys}, {p['chunks_done']}/{self.n_chunks} chunks)")
+        return (
+            f"CachedImages({str(self.root)!r}, model={self.manifest['model']!r}, protocol="
+            f"{self.manifest['protocol']!r}, keys={self.keys}, {p['chunks_done']}/{self.n_chunks} chunks)"
+        )
 
     @property
     def progress(self) -> dict:
@@ -109,7 +112,8 @@ class CachedImages:
             p = self.progress
             raise RuntimeError(
                 f"{self.root} is incomplete ({p['chunks_done']}/{self.n_chunks} chunks): run "
-                f"extract_to_cache again to finish it, or pass allow_partial=True (rows not done are 0; see .done)")
+                f"extract_to_cache again to finish it, or pass allow_partial=True (rows not done are 0; see .done)"
+            )
 
     def images(self, key: str, *, allow_partial: bool = False) -> np.memmap:
         """``(n_chunks, S, S)`` float32 read-only memory map of one key's images.

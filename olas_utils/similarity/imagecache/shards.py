@@ -80,12 +80,16 @@ def merge_shards(any_shard_root: str | os.PathLike, *, remove_shards: bool = Fal
     import shutil
 
     root, _, count = parse_shard_root(any_shard_root)
-    shards = [CachedImages(shard_root(root, i, count)) if (shard_root(root, i, count) / MANIFEST).is_file() else None
-              for i in range(count)]
+    shards = [
+        CachedImages(shard_root(root, i, count)) if (shard_root(root, i, count) / MANIFEST).is_file() else None
+        for i in range(count)
+    ]
     for i, sh in enumerate(shards):
         if sh is None or not sh.complete:
-            raise RuntimeError(f"shard {i} of {count} ({shard_root(root, i, count)}) is missing or incomplete; "
-                               f"run its process again (it resumes) before merging")
+            raise RuntimeError(
+                f"shard {i} of {count} ({shard_root(root, i, count)}) is missing or incomplete; "
+                f"run its process again (it resumes) before merging"
+            )
     manifest = {k: v for k, v in shards[0].manifest.items() if k != "shard"}
     for i, sh in enumerate(shards[1:], 1):
         diff = manifest_diff({k: v for k, v in sh.manifest.items() if k != "shard"}, manifest)
@@ -103,8 +107,9 @@ def merge_shards(any_shard_root: str | os.PathLike, *, remove_shards: bool = Fal
         if mpath.is_file():
             diff = manifest_diff(read_json(mpath), manifest)
             if diff:
-                raise CacheMismatchError(f"{root} holds a cache with other settings ({', '.join(diff)})",
-                                         path=root, fields=diff)
+                raise CacheMismatchError(
+                    f"{root} holds a cache with other settings ({', '.join(diff)})", path=root, fields=diff
+                )
             if CachedImages(root).complete:
                 return CachedImages(root)
         keys = list(manifest["keys"])
@@ -119,11 +124,19 @@ def merge_shards(any_shard_root: str | os.PathLike, *, remove_shards: bool = Fal
                         out[batch] = src[batch]
                 out.flush()
                 del out
-        write_json(root / PROGRESS, {
-            "batches_done": n_batches, "n_batches": n_batches, "chunks_done": int(manifest["n_chunks"]),
-            "complete": True, "devices": sorted({d for sh in shards for d in sh.progress.get("devices", [])}),
-            "merged_from": count, "updated": time.time(),
-            "files": file_checksums(root, [key_filename(k) for k in keys] + [LENGTHS])})
+        write_json(
+            root / PROGRESS,
+            {
+                "batches_done": n_batches,
+                "n_batches": n_batches,
+                "chunks_done": int(manifest["n_chunks"]),
+                "complete": True,
+                "devices": sorted({d for sh in shards for d in sh.progress.get("devices", [])}),
+                "merged_from": count,
+                "updated": time.time(),
+                "files": file_checksums(root, [key_filename(k) for k in keys] + [LENGTHS]),
+            },
+        )
     if remove_shards:
         for i in range(count):
             shutil.rmtree(shard_root(root, i, count))

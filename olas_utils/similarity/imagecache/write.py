@@ -39,7 +39,6 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from olas_utils.similarity.images import PROTOCOLS, to_image
 from olas_utils.similarity.imagecache.folder import (
     LENGTHS,
     MANIFEST,
@@ -58,6 +57,7 @@ from olas_utils.similarity.imagecache.folder import (
 from olas_utils.similarity.imagecache.manifest import manifest_diff, mismatch_error
 from olas_utils.similarity.imagecache.plan import Target, check_settings, loaded_model, plan_targets, validate_keys
 from olas_utils.similarity.imagecache.read import CachedImages
+from olas_utils.similarity.images import PROTOCOLS, to_image
 from olas_utils.vocabulary import DEFAULT_BASELINES
 
 __all__ = ["extract_to_cache", "extract_protocols"]
@@ -150,8 +150,20 @@ def extract_protocols(
     chunks = check_settings(image_size, batch_size, chunks)
     orders, rollout, layers, keys = validate_keys(orders, baselines)
     lm = loaded_model(model_name_or_loaded, device)
-    targets = plan_targets(lm, chunks, protocols, orders=orders, layers=layers, keys=keys, image_size=image_size,
-                           batch_size=batch_size, seed=seed, cache_dir=cache_dir, cache_root=cache_root, shard=shard)
+    targets = plan_targets(
+        lm,
+        chunks,
+        protocols,
+        orders=orders,
+        layers=layers,
+        keys=keys,
+        image_size=image_size,
+        batch_size=batch_size,
+        seed=seed,
+        cache_dir=cache_dir,
+        cache_root=cache_root,
+        shard=shard,
+    )
     try:
         with contextlib.ExitStack() as stack:
             states = {}
@@ -163,8 +175,19 @@ def extract_protocols(
                 states[t.protocol] = read_json(t.root / PROGRESS)
             todo = [t for t in targets if int(states[t.protocol]["batches_done"]) < len(t.plan)]
             if todo:
-                _run(todo, states, lm, chunks, keys=keys, orders=orders, rollout=rollout, layers=layers,
-                     image_size=image_size, progress=progress, on_batch=on_batch)
+                _run(
+                    todo,
+                    states,
+                    lm,
+                    chunks,
+                    keys=keys,
+                    orders=orders,
+                    rollout=rollout,
+                    layers=layers,
+                    image_size=image_size,
+                    progress=progress,
+                    on_batch=on_batch,
+                )
             return {t.protocol: CachedImages(t.root) for t in targets}
     except OSError as e:
         if overwrite or e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
@@ -203,8 +226,11 @@ def _reuse_read_only(root: Path, manifest: dict, error: OSError) -> CachedImages
         cached = CachedImages(root)  # checks sizes and checksums
         if cached.complete:
             return cached
-    raise type(error)(error.errno, f"{error} (the folder cannot be written: only a complete cache made with the "
-                                   f"same settings can be reused from it; choose another cache_root)") from error
+    raise type(error)(
+        error.errno,
+        f"{error} (the folder cannot be written: only a complete cache made with the "
+        f"same settings can be reused from it; choose another cache_root)",
+    ) from error
 
 
 def extract_to_cache(
@@ -243,14 +269,28 @@ def extract_to_cache(
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
-    return extract_protocols(model_name_or_loaded, chunks, protocols=[protocol], orders=orders, baselines=baselines,
-                             image_size=image_size, batch_size=batch_size, seed=seed, progress=progress,
-                             overwrite=overwrite, device=device, cache_dir=cache_dir, on_batch=on_batch, shard=shard,
-                             cache_root=cache_root)[protocol]
+    return extract_protocols(
+        model_name_or_loaded,
+        chunks,
+        protocols=[protocol],
+        orders=orders,
+        baselines=baselines,
+        image_size=image_size,
+        batch_size=batch_size,
+        seed=seed,
+        progress=progress,
+        overwrite=overwrite,
+        device=device,
+        cache_dir=cache_dir,
+        on_batch=on_batch,
+        shard=shard,
+        cache_root=cache_root,
+    )[protocol]
 
 
-def _run(targets: list[Target], states: dict, lm, chunks, *, keys, orders, rollout, layers, image_size,
-         progress, on_batch) -> None:
+def _run(
+    targets: list[Target], states: dict, lm, chunks, *, keys, orders, rollout, layers, image_size, progress, on_batch
+) -> None:
     from tqdm.auto import tqdm
 
     from olas_utils.extract import extract_ola
@@ -273,14 +313,25 @@ def _run(targets: list[Target], states: dict, lm, chunks, *, keys, orders, rollo
             with io_errors(t.root / LENGTHS, "open"):
                 lengths[t.protocol] = np.lib.format.open_memmap(t.root / LENGTHS, mode="r+")
         names = "+".join(t.protocol for t in targets)
-        bar = tqdm(total=n_batches, initial=start, desc=f"OLA images {lm.name} ({names})", unit="batch",
-                   disable=not progress)
+        bar = tqdm(
+            total=n_batches, initial=start, desc=f"OLA images {lm.name} ({names})", unit="batch", disable=not progress
+        )
         with bar:
             for b in range(start, n_batches):
                 idx = plan[b]
-                res = extract_ola(lm.model, lm.tokenizer, [chunks[i] for i in idx], orders=orders, rollout=rollout,
-                                  layers=layers, level="subword", batch_size=len(idx), progress=False,
-                                  model_name=str(lm.name), attention=attention)
+                res = extract_ola(
+                    lm.model,
+                    lm.tokenizer,
+                    [chunks[i] for i in idx],
+                    orders=orders,
+                    rollout=rollout,
+                    layers=layers,
+                    level="subword",
+                    batch_size=len(idx),
+                    progress=False,
+                    model_name=str(lm.name),
+                    attention=attention,
+                )
                 words = None
                 for t in targets:
                     if b < done[t.protocol]:
@@ -317,8 +368,16 @@ def _commit(t: Target, b, idx, maps, mms, lengths, keys, image_size, states, dev
     if dev not in devices:
         devices.append(dev)
     last = b + 1 == len(t.plan)
-    state.update({"batches_done": b + 1, "n_batches": len(t.plan), "devices": devices, "updated": time.time(),
-                  "chunks_done": int(state.get("chunks_done", 0)) + len(idx), "complete": last})
+    state.update(
+        {
+            "batches_done": b + 1,
+            "n_batches": len(t.plan),
+            "devices": devices,
+            "updated": time.time(),
+            "chunks_done": int(state.get("chunks_done", 0)) + len(idx),
+            "complete": last,
+        }
+    )
     if last:  # sizes and SHA-256 of every array, checked when the cache is opened
         state["files"] = file_checksums(t.root, [key_filename(k) for k in keys] + [LENGTHS])
     write_json(t.root / PROGRESS, state)
