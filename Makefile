@@ -13,7 +13,7 @@ LAB_IP ?= 127.0.0.1
 LAB_PORT ?= 8888
 LAB_ARGS ?=
 OLAS_DATA_DIR ?= $(abspath $(CURDIR)/../shared/data)
-# The browser test drives Debian's chromium (tests/test_browser.py); never a downloaded one.
+# The browser test drives Debian's chromium (tests/ui/test_browser.py); never a downloaded one.
 CHROMIUM ?= chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
@@ -37,7 +37,7 @@ reproduce: models
 
 chromium:
 	@command -v $(CHROMIUM) >/dev/null 2>&1 || { \
-	  echo "installing Debian's chromium for tests/test_browser.py"; \
+	  echo "installing Debian's chromium for tests/ui/test_browser.py"; \
 	  $(SUDO) apt-get update -qq >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 	@command -v $(CHROMIUM) >/dev/null 2>&1 || { echo "error: $(CHROMIUM) is not installed (apt-get install chromium)" >&2; exit 1; }
@@ -67,7 +67,7 @@ lab: models
 # into figures/; a plain `make test` saves it in a temporary folder).
 screenshot: models chromium
 	OLAS_CHROMIUM="$$(command -v $(CHROMIUM))" OLAS_SCREENSHOT="$(abspath figures/explorer_jupyterlab.png)" \
-	  $(PY) -m pytest -q tests/test_browser.py -k explorer
+	  $(PY) -m pytest -q tests/ui/test_browser.py -k explorer
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,4 +1,6 @@
-"""Shared fixtures: real zoo models are loaded once per test session."""
+"""Shared fixtures: real zoo models loaded once per test session, and the tiny-model and
+toy-example builders that tests of several layers use (as fixtures; a child process started
+by a test imports the plain builder functions from this file)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,99 @@ def _load(name: str):
 def zoo_model():
     """Callable ``name -> LoadedModel`` (cached for the session)."""
     return _load
+
+
+def build_tiny_lm(kind: str = "bert"):
+    """A seeded 3-layer random model (``"bert"``: a BERT encoder with minilm-l6's tokenizer;
+    ``"llama"``: a Llama decoder with smollm2-135m's) as a ``LoadedModel``, eager attention;
+    the same weights every call. For shapes and edge cases only, never for results."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel, LlamaConfig, LlamaForCausalLM
+
+    from olas_utils import zoo
+
+    if kind == "bert":
+        tok = AutoTokenizer.from_pretrained(zoo.prepare("minilm-l6"))
+        torch.manual_seed(0)
+        m = BertModel(
+            BertConfig(
+                vocab_size=len(tok),
+                hidden_size=32,
+                num_hidden_layers=3,
+                num_attention_heads=2,
+                intermediate_size=64,
+                max_position_embeddings=512,
+            )
+        )
+    else:
+        tok = AutoTokenizer.from_pretrained(zoo.prepare("smollm2-135m"))
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        torch.manual_seed(0)
+        m = LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=len(tok),
+                hidden_size=32,
+                num_hidden_layers=3,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                intermediate_size=64,
+                max_position_embeddings=512,
+            )
+        )
+    m.config._attn_implementation = "eager"
+    m.eval()
+    return zoo.LoadedModel(
+        model=m, tokenizer=tok, name=f"tiny-{kind}", source="memory", is_causal=kind != "bert", num_layers=3
+    )
+
+
+def tiny_adapter_config():
+    """The smallest adapter the TOA tests train: 2 channels, width 8, one block, 2 heads."""
+    from olas_utils.toa.adapter import AdapterConfig
+
+    return AdapterConfig(in_channels=2, dim=8, depth=1, heads=2, reversible=False)
+
+
+def build_toa_examples(kind: str, n: int = 12, n_classes: int = 3, seed: int = 0) -> list:
+    """``n`` seeded toy adapter examples of a task kind (``"token"``, ``"dependency"``: a chain
+    rooted at word 1, ``"relation"``: spans of the first two and last two words), 3–5 words,
+    2 random channels."""
+    import torch
+
+    from olas_utils.toa.features import Example
+
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        w = 3 + i % 3
+        img = torch.rand(2, w, w, generator=g)
+        lab = torch.randint(0, n_classes, (w,) if kind != "relation" else (), generator=g)
+        ex = Example(image=img, positions=torch.arange(w), labels=lab)
+        if kind == "dependency":
+            ex.heads = torch.tensor([0] + list(range(1, w)))  # a chain rooted at word 1
+        if kind == "relation":
+            ex.spans = torch.tensor([[0, 1], [w - 2, w]])
+        out.append(ex)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_lm():
+    """Callable ``kind -> LoadedModel``: :func:`build_tiny_lm`."""
+    return build_tiny_lm
+
+
+@pytest.fixture(scope="session")
+def tiny_adapter():
+    """The tiny :class:`~olas_utils.toa.adapter.AdapterConfig` (:func:`tiny_adapter_config`)."""
+    return tiny_adapter_config()
+
+
+@pytest.fixture(scope="session")
+def toa_examples():
+    """Callable ``(kind, n=12, n_classes=3, seed=0) -> list[Example]``: :func:`build_toa_examples`."""
+    return build_toa_examples
 
 
 def pytest_collection_modifyitems(config, items):

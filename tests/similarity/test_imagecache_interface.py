@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cache import tiny
 
 import olas_utils.similarity.imagecache as ic
 from olas_utils.data.corpus import build_chunks
@@ -23,8 +22,8 @@ SETTINGS = dict(orders=(1, 2), baselines=("rollout",), image_size=12, batch_size
 
 
 @pytest.fixture(scope="module")
-def bert():
-    return tiny("bert")
+def bert(tiny_lm):
+    return tiny_lm("bert")
 
 
 @pytest.fixture(scope="module")

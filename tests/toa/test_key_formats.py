@@ -14,14 +14,11 @@ from olas_utils.augment import PAPER_ADAPTER, PAPER_ADAPTER_AUGMENTED
 from olas_utils.data.corpus import corpus_hash
 from olas_utils.data.tasks import TaskData
 from olas_utils.fingerprint import library_versions, seed_from
-from olas_utils.toa.adapter import AdapterConfig
 from olas_utils.toa.features import Example
 from olas_utils.toa.heads import TOAModel
 from olas_utils.toa.mapshards import sentence_id
 from olas_utils.toa.taskmaps import maps_key
 from olas_utils.toa.train import Selection, TrainConfig, checkpoint_key, examples_digest
-
-TINY = AdapterConfig(in_channels=2, dim=8, depth=1, heads=2, reversible=False)
 
 #: ``asdict(TrainConfig())`` as it was written before the augmentation had its own type.
 OLD_DEFAULT = {
@@ -101,11 +98,11 @@ def test_task_fingerprint_and_corpus_hash_formulas():
     assert corpus_hash([["a", "é"], ("b",)]) == hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def test_examples_digest_and_checkpoint_key_formulas():
+def test_examples_digest_and_checkpoint_key_formulas(tiny_adapter):
     ex = _examples()
     assert examples_digest(ex) == hashlib.sha256(_example_bytes(ex)).hexdigest()
     torch.manual_seed(0)
-    m = TOAModel(TINY, "token", 3)
+    m = TOAModel(tiny_adapter, "token", 3)
     arch = {
         "kind": m.kind,
         "adapter": m.adapter.config.to_dict(),

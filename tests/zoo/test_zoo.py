@@ -34,7 +34,7 @@ from olas_utils.zoo import registry as zoo_registry
 from olas_utils.zoo import sanity as zoo_sanity
 from olas_utils.zoo import sources as zoo_sources
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # layer counts from shared/models.md
 EXPECTED_LAYERS = {

@@ -34,56 +34,14 @@ from olas_utils.similarity.images import to_image
 KEYS = ["ola:1", "ola:2", "ola:3", "rollout", "layer:0", "layer:-1"]
 
 
-def tiny(kind: str = "bert"):
-    """A seeded 3-layer random model with a real zoo tokenizer (same weights every call)."""
-    from transformers import AutoTokenizer, BertConfig, BertModel, LlamaConfig, LlamaForCausalLM
-
-    from olas_utils import zoo
-
-    if kind == "bert":
-        tok = AutoTokenizer.from_pretrained(zoo.prepare("minilm-l6"))
-        torch.manual_seed(0)
-        m = BertModel(
-            BertConfig(
-                vocab_size=len(tok),
-                hidden_size=32,
-                num_hidden_layers=3,
-                num_attention_heads=2,
-                intermediate_size=64,
-                max_position_embeddings=512,
-            )
-        )
-    else:
-        tok = AutoTokenizer.from_pretrained(zoo.prepare("smollm2-135m"))
-        if tok.pad_token is None:
-            tok.pad_token = tok.eos_token
-        torch.manual_seed(0)
-        m = LlamaForCausalLM(
-            LlamaConfig(
-                vocab_size=len(tok),
-                hidden_size=32,
-                num_hidden_layers=3,
-                num_attention_heads=2,
-                num_key_value_heads=1,
-                intermediate_size=64,
-                max_position_embeddings=512,
-            )
-        )
-    m.config._attn_implementation = "eager"
-    m.eval()
-    return zoo.LoadedModel(
-        model=m, tokenizer=tok, name=f"tiny-{kind}", source="memory", is_causal=kind != "bert", num_layers=3
-    )
+@pytest.fixture(scope="module")
+def bert(tiny_lm):
+    return tiny_lm("bert")
 
 
 @pytest.fixture(scope="module")
-def bert():
-    return tiny("bert")
-
-
-@pytest.fixture(scope="module")
-def llama():
-    return tiny("llama")
+def llama(tiny_lm):
+    return tiny_lm("llama")
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +189,7 @@ def test_complete_cache_is_reused_without_work(reference, bert, chunks, monkeypa
 _CHILD = textwrap.dedent("""
     import os, signal, sys, time
     sys.path.insert(0, {tests!r})
-    from test_cache import tiny
+    from conftest import build_tiny_lm as tiny_lm
     from olas_utils.similarity.imagecache import write as cache
     from olas_utils.data.corpus import build_chunks
     mode, root = sys.argv[1], sys.argv[2]
@@ -244,7 +202,7 @@ _CHILD = textwrap.dedent("""
             time.sleep(0.01)
         return orig(*a, **k)
     cache.to_image = patched
-    cache.extract_to_cache(tiny("bert"), build_chunks(n_chunks=20), cache_root=root, batch_size=4, progress=False)
+    cache.extract_to_cache(tiny_lm("bert"), build_chunks(n_chunks=20), cache_root=root, batch_size=4, progress=False)
     print("finished")
 """)
 
@@ -252,7 +210,7 @@ _CHILD = textwrap.dedent("""
 def _child(tmp_path, mode):
     script = tmp_path / "child.py"
     # batches of 4 chunks x 6 keys = 24 images per batch: call 60 is in batch 3
-    script.write_text(_CHILD.format(tests=str(Path(__file__).parent), kill_at=60))
+    script.write_text(_CHILD.format(tests=str(Path(__file__).resolve().parents[1]), kill_at=60))
     env = dict(os.environ, PYTHONHASHSEED="0")
     return subprocess.Popen(
         [sys.executable, str(script), mode, str(tmp_path / "c")],
@@ -298,7 +256,7 @@ def test_sigkill_from_outside_then_resume_is_bit_identical(tmp_path, reference, 
     _assert_identical(tmp_path / "c", reference)
 
 
-def test_mismatched_settings_are_refused(reference, bert, llama, chunks):
+def test_mismatched_settings_are_refused(tiny_lm, reference, bert, llama, chunks):
     cases = [
         (dict(image_size=32), {"image_size"}),
         (dict(protocol="word"), {"protocol", "level"}),
@@ -323,7 +281,7 @@ def test_mismatched_settings_are_refused(reference, bert, llama, chunks):
     # modified weights (weights_sha256=None -> state-dict hash) are a different model
     import dataclasses
 
-    other = dataclasses.replace(bert, model=tiny("bert").model)
+    other = dataclasses.replace(bert, model=tiny_lm("bert").model)
     with torch.no_grad():
         next(other.model.parameters()).add_(1e-3)
     with pytest.raises(CacheMismatchError) as ei:

@@ -15,7 +15,7 @@ import pytest
 from olas_utils import data as D
 from olas_utils.settings import data_dir
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CONLL2012_FIXTURE = FIXTURES / "conll2012"
 
 try:

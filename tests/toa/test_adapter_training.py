@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,27 +20,9 @@ from olas_utils.toa.features import Example
 from olas_utils.toa.heads import BiaffineHead, RelationHead, TOAModel
 from olas_utils.toa.train import CheckpointMismatchError, TrainConfig, collate, predict, size_batches, train_model
 
-TINY = AdapterConfig(in_channels=2, dim=8, depth=1, heads=2, reversible=False)
 
-
-def _examples(kind: str, n: int = 12, n_classes: int = 3, seed: int = 0) -> list[Example]:
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for i in range(n):
-        w = 3 + i % 3
-        img = torch.rand(2, w, w, generator=g)
-        lab = torch.randint(0, n_classes, (w,) if kind != "relation" else (), generator=g)
-        ex = Example(image=img, positions=torch.arange(w), labels=lab)
-        if kind == "dependency":
-            ex.heads = torch.tensor([0] + list(range(1, w)))  # a chain rooted at word 1
-        if kind == "relation":
-            ex.spans = torch.tensor([[0, 1], [w - 2, w]])
-        out.append(ex)
-    return out
-
-
-def test_adapter_shapes_and_channel_check():
-    a = OLAAdapter(TINY)
+def test_adapter_shapes_and_channel_check(tiny_adapter):
+    a = OLAAdapter(tiny_adapter)
     out = a(torch.rand(3, 2, 5, 5))
     assert out.shape == (3, 5, 8)
     with pytest.raises(ValueError, match="expects 2 channels"):
@@ -50,9 +33,9 @@ def test_adapter_shapes_and_channel_check():
         AdapterConfig(dim=10, heads=4)
 
 
-def test_adapter_reads_the_diagonal_of_the_transformed_image():
+def test_adapter_reads_the_diagonal_of_the_transformed_image(tiny_adapter):
     torch.manual_seed(0)
-    a = OLAAdapter(TINY).eval()
+    a = OLAAdapter(tiny_adapter).eval()
     x = torch.rand(2, 2, 6, 6)
     body = a.body(a.proj(x))  # (B, dim, L, L)
     expected = torch.stack([body[:, :, i, i] for i in range(6)], dim=1)
@@ -93,8 +76,8 @@ def test_biaffine_scores_match_formula():
                 assert torch.isclose(labels[0, i, j, r], ref, atol=1e-5)
 
 
-def test_size_batches_partition_by_size():
-    ex = _examples("token", n=17)
+def test_size_batches_partition_by_size(toa_examples):
+    ex = toa_examples("token", n=17)
     for gen in (None, torch.Generator().manual_seed(3)):
         batches = size_batches(ex, 4, gen)
         flat = sorted(i for b in batches for i in b)
@@ -105,10 +88,10 @@ def test_size_batches_partition_by_size():
 
 
 @pytest.mark.parametrize("kind", ["token", "relation", "dependency"])
-def test_training_learns_and_predictions_do_not_depend_on_batch(kind):
-    ex = _examples(kind, n=6)
+def test_training_learns_and_predictions_do_not_depend_on_batch(tiny_adapter, toa_examples, kind):
+    ex = toa_examples(kind, n=6)
     torch.manual_seed(0)
-    model = TOAModel(TINY, kind, 3, **({"arc_dim": 8, "label_dim": 4} if kind == "dependency" else {}))
+    model = TOAModel(tiny_adapter, kind, 3, **({"arc_dim": 8, "label_dim": 4} if kind == "dependency" else {}))
     info = train_model(model, ex, TrainConfig(epochs=60, batch_size=2, lr=1e-2, noise_p=0.0), progress=False)
     assert info["losses"][-1] < 0.5 * info["losses"][0]
     alone = [predict(model, [e])[0] for e in ex]
@@ -122,43 +105,46 @@ def test_training_learns_and_predictions_do_not_depend_on_batch(kind):
         assert all(sorted(h).count(0) == 1 for h, _ in alone)  # single-root trees
 
 
-def test_training_is_deterministic_and_checkpoint_reused(tmp_path):
-    ex = _examples("token")
+def test_training_is_deterministic_and_checkpoint_reused(tiny_adapter, toa_examples, tmp_path):
+    ex = toa_examples("token")
     cfg = TrainConfig(epochs=3, batch_size=3, lr=1e-2, checkpoint_every=2)
     states = []
     for _ in range(2):
         torch.manual_seed(0)
-        m = TOAModel(TINY, "token", 3)
+        m = TOAModel(tiny_adapter, "token", 3)
         train_model(m, ex, cfg, progress=False)
         states.append(m.state_dict())
     for k in states[0]:
         assert torch.equal(states[0][k], states[1][k]), k
     torch.manual_seed(0)
-    m = TOAModel(TINY, "token", 3)
+    m = TOAModel(tiny_adapter, "token", 3)
     train_model(m, ex, cfg, checkpoint=tmp_path / "c.pt", progress=False)
     torch.manual_seed(1)  # other init: the finished checkpoint must replace it
-    m2 = TOAModel(TINY, "token", 3)
+    m2 = TOAModel(tiny_adapter, "token", 3)
     info = train_model(m2, ex, cfg, checkpoint=tmp_path / "c.pt", progress=False)
     assert info["resumed_from"] == info["steps"]
     for k, v in m2.state_dict().items():
         assert torch.equal(v, states[0][k]), k
     with pytest.raises(CheckpointMismatchError, match="another training run"):
-        train_model(TOAModel(TINY, "token", 3), ex, TrainConfig(epochs=4), checkpoint=tmp_path / "c.pt", progress=False)
+        train_model(
+            TOAModel(tiny_adapter, "token", 3), ex, TrainConfig(epochs=4), checkpoint=tmp_path / "c.pt", progress=False
+        )
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointMismatchError, match="not a readable checkpoint"):
-        train_model(TOAModel(TINY, "token", 3), ex, cfg, checkpoint=tmp_path / "bad.pt", progress=False)
+        train_model(TOAModel(tiny_adapter, "token", 3), ex, cfg, checkpoint=tmp_path / "bad.pt", progress=False)
 
 
 _SCRIPT = textwrap.dedent("""
     import json, sys, torch
     torch.set_num_threads(1)
     sys.path.insert(0, {tests!r})
-    from test_toa_model import _examples, TINY
+    from conftest import build_toa_examples as toa_examples, tiny_adapter_config
+    tiny_adapter = tiny_adapter_config()
     from olas_utils.toa.heads import TOAModel
     from olas_utils.toa.train import TrainConfig, train_model
-    ex = _examples("dependency", n=40)
+    ex = toa_examples("dependency", n=40)
     torch.manual_seed(0)
-    m = TOAModel(TINY, "dependency", 3, arc_dim=16, label_dim=8)
+    m = TOAModel(tiny_adapter, "dependency", 3, arc_dim=16, label_dim=8)
     info = train_model(m, ex, TrainConfig(epochs=30, batch_size=2, checkpoint_every=1), checkpoint=sys.argv[1],
                        progress=False)
     torch.save(m.state_dict(), sys.argv[2])
@@ -168,7 +154,7 @@ _SCRIPT = textwrap.dedent("""
 
 def test_training_killed_by_sigkill_resumes_to_identical_weights(tmp_path):
     script = tmp_path / "run.py"
-    script.write_text(_SCRIPT.format(tests=os.path.dirname(__file__)))
+    script.write_text(_SCRIPT.format(tests=str(Path(__file__).resolve().parents[1])))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     ref = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "ref.pt"), str(tmp_path / "ref_w.pt")],
@@ -209,10 +195,10 @@ def test_training_killed_by_sigkill_resumes_to_identical_weights(tmp_path):
     assert all(".tmp" not in p.name or p.name in leftovers for p in tmp_path.iterdir())
 
 
-def test_save_and_load_round_trip(tmp_path):
-    ex = _examples("dependency", n=4)
+def test_save_and_load_round_trip(tiny_adapter, toa_examples, tmp_path):
+    ex = toa_examples("dependency", n=4)
     torch.manual_seed(0)
-    m = TOAModel(TINY, "dependency", 3, arc_dim=8, label_dim=4)
+    m = TOAModel(tiny_adapter, "dependency", 3, arc_dim=8, label_dim=4)
     train_model(m, ex, TrainConfig(epochs=2, batch_size=2), progress=False)
     m.save(tmp_path / "a.pt", source="toy", keys=["ola:1"])
     m2, meta = TOAModel.load(tmp_path / "a.pt")
@@ -223,17 +209,17 @@ def test_save_and_load_round_trip(tmp_path):
         TOAModel.load(tmp_path / "b.pt")
 
 
-def test_checkpoint_write_errors_name_the_path(tmp_path, monkeypatch):
+def test_checkpoint_write_errors_name_the_path(tiny_adapter, toa_examples, tmp_path, monkeypatch):
     import errno
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", full)
-    ex = _examples("token", n=4)
+    ex = toa_examples("token", n=4)
     with pytest.raises(OSError) as ei:
         train_model(
-            TOAModel(TINY, "token", 3),
+            TOAModel(tiny_adapter, "token", 3),
             ex,
             TrainConfig(epochs=1, checkpoint_every=1),
             checkpoint=tmp_path / "ck" / "run.pt",
@@ -243,12 +229,12 @@ def test_checkpoint_write_errors_name_the_path(tmp_path, monkeypatch):
     assert not list((tmp_path / "ck").iterdir())  # nothing half-written left behind
 
 
-def test_one_word_images_train_without_nan_and_bad_inputs_fail_loudly():
-    ex = _examples("token", n=4) + [
+def test_one_word_images_train_without_nan_and_bad_inputs_fail_loudly(tiny_adapter, toa_examples):
+    ex = toa_examples("token", n=4) + [
         Example(image=torch.rand(2, 1, 1), positions=torch.arange(1), labels=torch.tensor([1]))
     ]
     torch.manual_seed(0)
-    m = TOAModel(TINY, "token", 3)
+    m = TOAModel(tiny_adapter, "token", 3)
     info = train_model(m, ex, TrainConfig(epochs=3, batch_size=1, noise_p=1.0), progress=False)
     assert all(torch.isfinite(torch.tensor(info["losses"])))
     assert all(torch.isfinite(p).all() for p in m.parameters())
@@ -256,8 +242,8 @@ def test_one_word_images_train_without_nan_and_bad_inputs_fail_loudly():
         Example(image=torch.full((2, 3, 3), float("nan")), positions=torch.arange(3), labels=torch.tensor([0, 1, 2]))
     ]
     with pytest.raises(FloatingPointError, match="non-finite training loss"):
-        train_model(TOAModel(TINY, "token", 3), bad, TrainConfig(epochs=1), progress=False)
+        train_model(TOAModel(tiny_adapter, "token", 3), bad, TrainConfig(epochs=1), progress=False)
     with pytest.raises(ValueError, match="lr must be > 0"):
         TrainConfig(lr=0)
     with pytest.raises(ValueError, match="entity spans"):
-        predict(TOAModel(TINY, "relation", 3), _examples("token", n=2))
+        predict(TOAModel(tiny_adapter, "relation", 3), toa_examples("token", n=2))

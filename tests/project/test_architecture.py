@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parent.parent / "olas_utils"
+PKG = Path(__file__).resolve().parents[2] / "olas_utils"
 SUBPACKAGE_LAYER = {"data": 1, "zoo": 2, "similarity": 3, "toa": 3, "studies": 4, "ui": 5}
 #: Hard cap on a module's length; below it, "one job per module" is a matter of review.
 MAX_LINES = 600

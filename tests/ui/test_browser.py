@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "01_ola_gallery.ipynb"
 #: the README's screenshot (written only when $OLAS_SCREENSHOT names it: ``make screenshot``).
 SCREENSHOT = ROOT / "figures" / "explorer_jupyterlab.png"
