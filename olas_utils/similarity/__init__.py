@@ -1,4 +1,4 @@
-"""Cross-LM similarity of OLA images: the paper's retrieval test and visual classifier (§2).
+"""Cross-LM similarity of OLA images: the paper's retrieval test and visual classifier (``docs/method.md#cross-lm-similarity``).
 
 In: OLA maps from the core (:func:`olas_utils.extract.extract_ola`), models from
 :mod:`olas_utils.zoo`, text chunks from :mod:`olas_utils.data.corpus`. Out: fixed-size
