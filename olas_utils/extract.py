@@ -223,6 +223,9 @@ def extract_ola(
         TypeError: ``sentences`` not a list of word lists, ``orders`` not a collection of
             integers, ``batch_size`` not a positive ``int``.
         RuntimeError: if ``model`` is in training mode (dropout would randomise attention).
+        FloatingPointError: a layer's attention is NaN or infinite (float16 overflow): names
+            the layer and dtype and says to use float32 or bfloat16 (never reported as a
+            causality mismatch).
     """
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")

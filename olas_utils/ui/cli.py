@@ -289,6 +289,13 @@ def _cmd_similarity(args) -> int:
         )
     except (ValueError, TypeError) as e:
         raise _with_lines(e, sentences) from None
+    if table["hit@5"].isna().any():
+        n = int(table["n"].min())
+        print(
+            f"note: hit@5 is NaN: with {n} sentences every true match is in the top 5, so Hit@5 would read 1.000 "
+            "whatever the maps; use more than 5 sentences",
+            file=sys.stderr,
+        )
     if table["target_family"].ne(table["source_family"]).any():
         print("note: encoders and causal LMs are mixed; the paper compares models within a family", file=sys.stderr)
     shown = table[["key", "target", "source", "n", "hit@1", "hit@5", "chance@1"]]

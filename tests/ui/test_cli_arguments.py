@@ -110,3 +110,18 @@ def test_make_check_lab_port_accepts_good_ports(port):
         ["make", "-s", "-C", str(ROOT), "check-lab-port", f"LAB_PORT={port}"], capture_output=True, text=True
     )
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.real_model
+def test_similarity_with_five_sentences_says_hit_at_5_cannot_miss(tmp_path, capsys):
+    f = tmp_path / "s.txt"
+    f.write_text("The cat sat .\nA dog ran home .\nBirds sing .\nIt rains today .\nWe left early .\n")
+    out = tmp_path / "hit.csv"
+    argv = ["similarity", "-m", "minilm-l6", "paraphrase-minilm-l3", "-i", str(f), "--order", "1", "--size", "16"]
+    assert cli.main([*argv, "--metric", "pearson", "-q", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "hit@5 is NaN" in err and "more than 5 sentences" in err
+    import pandas as pd
+
+    table = pd.read_csv(out)
+    assert table["hit@5"].isna().all() and table["hit@1"].notna().all()
