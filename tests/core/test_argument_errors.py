@@ -108,3 +108,35 @@ def test_hit_at_k_that_cannot_miss_is_nan_with_a_warning():
         warnings.simplefilter("error")
         rows = retrieval_table(imgs, metric="pearson", ks=(1, 5), progress=False)
     assert all(0 <= r["hit@5"] <= 1 for r in rows)
+
+
+def small_classifier_result():
+    from olas_utils.similarity.result import ClassifierResult
+
+    return ClassifierResult(
+        state_dict={"w": torch.zeros(2)},
+        n_classes=2,
+        in_channels=1,
+        image_size=(8, 8),
+        stem="cifar",
+        seed=0,
+        epochs=1,
+        chosen_epoch=1,
+        selection="last",
+        train_models=("a",),
+    )
+
+
+def test_classifier_save_to_a_folder_names_the_path(tmp_path):
+    with pytest.raises(OSError) as e:
+        small_classifier_result().save(tmp_path)
+    assert str(tmp_path) in str(e.value)
+
+
+def test_classifier_save_to_an_unwritable_path_names_it(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    target = blocker / "sub" / "clf.pt"  # a file where a folder should be: cannot be created, even by root
+    with pytest.raises(OSError) as e:
+        small_classifier_result().save(target)
+    assert str(target) in str(e.value) and "classifier checkpoint" in str(e.value)
