@@ -238,10 +238,12 @@ def fit_adapter(
 
     Raises:
         ValueError: ``examples`` that do not match ``data`` (another task or kind, another
-            number of sentences or words, NaN / infinite images); ``dev`` data of another task
-            than ``data``, or dev examples that do not match the dev data (all-NaN dev data
-            included); each names both arguments and the task split. Raised before any
-            training step.
+            number of sentences or words); ``dev`` data of another task
+            than ``data``, or dev examples that do not match the dev data or have NaN / infinite
+            images (all-NaN dev data could not choose an epoch); each names both arguments and
+            the task split. Raised before any training step.
+        FloatingPointError: NaN / infinite training images, at the first step (a non-finite
+            loss; see :func:`olas_utils.toa.train.train_model`).
         OSError: ``checkpoint_dir`` cannot be created or written (names the folder), before
             any training step.
         CheckpointMismatchError: see :func:`olas_utils.toa.train.train_model`.
@@ -267,7 +269,8 @@ def _prepare(examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwar
     """The model (initialised under ``cfg.seed``), provenance, selection rule and checkpoint
     file of one :func:`fit_adapter` run."""
     selection = None
-    check_examples(examples, data, names=("examples", "data"))
+    # non-finite training images stop training at its first step (a non-finite loss, named there)
+    check_examples(examples, data, names=("examples", "data"), finite=False)
     if dev is not None:
         dev_ex, dev_data = dev
         if dev_data.task != data.task or len(dev_ex) != len(dev_data):
