@@ -18,7 +18,7 @@ CHROMIUM ?= chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: install models reproduce lint format test lab chromium screenshot clean-venv
+.PHONY: install models reproduce lint format test lab check-lab-port chromium screenshot clean-venv
 
 $(STAMP): requirements.txt requirements-models.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,11 +57,17 @@ test: lint models chromium
 
 # JupyterLab on notebooks/: its kernel is this venv's Python (jupyter_client runs the
 # `python3` kernel with the server's interpreter), one that sees OLAS_DATA_DIR and the rest.
-lab: models
+lab: check-lab-port models
 	@test -d "$(OLAS_DATA_DIR)" || echo "warning: data folder $(OLAS_DATA_DIR) does not exist; run make lab OLAS_DATA_DIR=/path/to/data" >&2
 	cd notebooks && PATH="$(abspath $(VENV))/bin:$$PATH" OLAS_DATA_DIR="$(OLAS_DATA_DIR)" \
 	  $(abspath $(PY)) -m jupyterlab --ServerApp.ip=$(LAB_IP) --ServerApp.port=$(LAB_PORT) \
 	  --ServerApp.root_dir=. $(LAB_ROOT) $(LAB_ARGS)
+
+# LAB_PORT must be a TCP port (1-65535): anything else would print a URL that never answers.
+check-lab-port:
+	@[[ "$(LAB_PORT)" =~ ^[0-9]{1,5}$$ ]] && (( 10#$(LAB_PORT) >= 1 && 10#$(LAB_PORT) <= 65535 )) || { \
+	  echo "error: LAB_PORT=$(LAB_PORT) is not a TCP port; give a number from 1 to 65535, e.g. make lab LAB_PORT=9999" >&2; \
+	  exit 1; }
 
 # Regenerate the README's screenshot of the explorer in JupyterLab (the browser test, saved
 # into figures/; a plain `make test` saves it in a temporary folder).

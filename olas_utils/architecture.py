@@ -7,7 +7,9 @@ per-architecture :data:`HOOK_SPECS` as data), and whether it can be captured at 
 (:func:`check_model`: plain ``torch.nn`` modules, models without self-attention,
 encoder-decoders and architectures whose attention is not one T×T map over the input
 (:data:`UNSUPPORTED_ATTENTION`) are refused with a message saying why and what to pass
-instead), and whether a tokenizer fits the model's embedding table (:func:`check_tokenizer`).
+instead), and whether a tokenizer belongs to the model (:func:`check_tokenizer`: it fits the
+embedding table, and its vocabulary size and special-token ids match the config,
+:func:`tokenizer_mismatch`).
 
 Causality is read from the config before the class: a config that says it attends
 bidirectionally (``use_bidirectional_attention=True``, ``is_causal=False``, or only
@@ -37,6 +39,8 @@ __all__ = [
     "capture_path",
     "check_model",
     "check_tokenizer",
+    "tokenizer_mismatch",
+    "VOCAB_SLACK",
     "attention_configs",
     "missing_eager_attention",
 ]
@@ -344,39 +348,109 @@ def check_model(model: Any) -> None:
         )
 
 
-def check_tokenizer(model: torch.nn.Module, tokenizer, input_ids: torch.Tensor | None = None) -> None:
-    """Check that ``tokenizer`` can feed ``model``: its vocabulary (``len(tokenizer)``,
-    added tokens included) fits the model's input embedding table, and so do the ids it
-    produced (``input_ids``). A mismatched pair gives meaningless maps (ids that mean other
-    words) or torch's bare "index out of range in self".
+#: Rows an embedding table may have beyond the tokenizer's vocabulary (``len(tokenizer)``):
+#: real checkpoints pad it to a multiple (Qwen2.5: 151,665 tokens in 151,936 rows; e5-small:
+#: 250,002 in 250,037). The larger of this many rows and 1% of the table is allowed.
+VOCAB_SLACK = 512
+
+
+def _ids(value) -> set[int]:
+    if value is None:
+        return set()
+    if isinstance(value, (list, tuple, set)):
+        return {int(v) for v in value if v is not None}
+    return {int(value)}
+
+
+def tokenizer_mismatch(config, tokenizer) -> str | None:
+    """Why ``tokenizer`` does not belong to the model of ``config``, or None when it may.
+
+    Read from the config and the tokenizer only (no weights): the vocabulary size
+    (``len(tokenizer)``, added tokens included) must not exceed ``config.vocab_size`` nor fall
+    short of it by more than the padding real checkpoints use (:data:`VOCAB_SLACK` rows, or 1%
+    of the table if more); and each of the tokenizer's BOS / EOS / pad ids must equal the
+    config's ``bos_token_id`` / ``eos_token_id`` (any of a list) / ``pad_token_id`` where both
+    set one (a pad token that is the tokenizer's own EOS, as :func:`olas_utils.zoo.load_model`
+    sets when it has none, is accepted). A config or tokenizer without these attributes is not
+    checked on them.
 
     Args:
-        model: a ``transformers`` model (``get_input_embeddings()`` is read; a model without
-            an ``nn.Embedding`` input table is not checked).
+        config: a ``transformers`` config (``vocab_size``, ``*_token_id`` are read).
+        tokenizer: the tokenizer that will encode the sentences.
+
+    Returns:
+        None, or one sentence naming what differs and both values.
+    """
+    vocab = getattr(config, "vocab_size", None)
+    n_tok = len(tokenizer) if hasattr(tokenizer, "__len__") else None
+    if isinstance(vocab, int) and isinstance(n_tok, int):
+        slack = max(VOCAB_SLACK, vocab // 100)
+        if n_tok > vocab or vocab - n_tok > slack:
+            return (
+                f"its vocabulary has {n_tok} tokens but the model's config says vocab_size={vocab} "
+                f"(at most {slack} rows of padding are normal)"
+            )
+    tok_eos = getattr(tokenizer, "eos_token_id", None)
+    for what in ("bos", "eos", "pad"):
+        tid = getattr(tokenizer, f"{what}_token_id", None)
+        want = _ids(getattr(config, f"{what}_token_id", None))
+        if tid is None or not want or int(tid) in want:
+            continue
+        if what == "pad" and tok_eos is not None and int(tid) == int(tok_eos):
+            continue
+        shown = sorted(want)[0] if len(want) == 1 else sorted(want)
+        return f"its {what} token id is {tid} but the model's config says {what}_token_id={shown}"
+    return None
+
+
+def check_tokenizer(
+    model: torch.nn.Module, tokenizer, input_ids: torch.Tensor | None = None, *, match_config: bool = True
+) -> None:
+    """Check that ``tokenizer`` belongs to ``model``: its vocabulary (``len(tokenizer)``,
+    added tokens included) fits the model's input embedding table, and so do the ids it
+    produced (``input_ids``); and its vocabulary size and special-token ids match the model's
+    config (:func:`tokenizer_mismatch`). A mismatched pair gives meaningless maps (ids that
+    mean other words: minilm-l6's 30,522 WordPiece ids fit gemma3-270m's table of 262,144
+    rows and return plausible-looking maps) or torch's bare "index out of range in self".
+
+    Args:
+        model: a ``transformers`` model (``get_input_embeddings()`` and ``config`` are read;
+            a model without an ``nn.Embedding`` input table or a config is not checked on it).
         tokenizer: the tokenizer that will encode the sentences.
         input_ids: optional ``(batch, T)`` ids to check too.
+        match_config: also check the vocabulary size and special-token ids against the config
+            (False: only the embedding table, which no override can skip).
 
     Raises:
-        ValueError: naming the tokenizer, the model and both sizes.
+        ValueError: naming the tokenizer, the model, what differs and both values, and the
+            override (``extract_ola(..., check_tokenizer=False)``).
     """
+    tname = f"{type(tokenizer).__name__} {str(getattr(tokenizer, 'name_or_path', '') or '')!r}"
+    mname = f"{type(model).__name__} {str(getattr(model, 'name_or_path', '') or '')!r}"
     get = getattr(model, "get_input_embeddings", None)
     try:
         emb = get() if get is not None else None
     except NotImplementedError:
         emb = None
     rows = getattr(emb, "num_embeddings", None)
-    if not isinstance(rows, int):
-        return
-    n_tok = len(tokenizer) if hasattr(tokenizer, "__len__") else None
-    top = int(input_ids.max()) if input_ids is not None and input_ids.numel() else -1
-    if (n_tok is not None and n_tok > rows) or top >= rows:
-        tname = f"{type(tokenizer).__name__} {str(getattr(tokenizer, 'name_or_path', '') or '')!r}"
-        mname = f"{type(model).__name__} {str(getattr(model, 'name_or_path', '') or '')!r}"
-        what = f"has {n_tok} tokens" if n_tok is not None and n_tok > rows else f"produced token id {top}"
+    if isinstance(rows, int):
+        n_tok = len(tokenizer) if hasattr(tokenizer, "__len__") else None
+        top = int(input_ids.max()) if input_ids is not None and input_ids.numel() else -1
+        if (n_tok is not None and n_tok > rows) or top >= rows:
+            what = f"has {n_tok} tokens" if n_tok is not None and n_tok > rows else f"produced token id {top}"
+            raise ValueError(
+                f"the tokenizer {tname} {what} but the model {mname} has an embedding table of {rows} rows: they do "
+                "not belong together (ids would index outside the table or mean other tokens). Pass the model's own "
+                "tokenizer, e.g. load_model(name).tokenizer or AutoTokenizer.from_pretrained(<the model's folder>)"
+            )
+    config = getattr(model, "config", None)
+    why = tokenizer_mismatch(config, tokenizer) if config is not None and match_config else None
+    if why is not None:
         raise ValueError(
-            f"the tokenizer {tname} {what} but the model {mname} has an embedding table of {rows} rows: they do not "
-            "belong together (ids would index outside the table or mean other tokens). Pass the model's own "
-            "tokenizer, e.g. load_model(name).tokenizer or AutoTokenizer.from_pretrained(<the model's folder>)"
+            f"the tokenizer {tname} does not belong to the model {mname}: {why}. Its ids would mean other tokens "
+            "and the maps would look plausible but be wrong. Pass the model's own tokenizer, e.g. "
+            "load_model(name).tokenizer or AutoTokenizer.from_pretrained(<the model's folder>); if the pair is "
+            "right (a tokenizer you extended on purpose), pass check_tokenizer=False to extract_ola"
         )
 
 

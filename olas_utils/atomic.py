@@ -17,7 +17,14 @@ import uuid
 from pathlib import Path
 from typing import IO, Any, Callable
 
-__all__ = ["write_atomic", "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "save_atomic"]
+__all__ = [
+    "write_atomic",
+    "write_bytes_atomic",
+    "write_text_atomic",
+    "write_json_atomic",
+    "save_atomic",
+    "check_writable",
+]
 
 
 def _tmp_path(path: Path) -> Path:
@@ -120,3 +127,36 @@ def save_atomic(obj, path: str | os.PathLike, *, what: str = "training checkpoin
     import torch
 
     return write_atomic(path, lambda fh: torch.save(obj, fh), what=what)
+
+
+def check_writable(folder: str | os.PathLike, *, what: str = "folder") -> Path:
+    """Create ``folder`` (and its parents) if needed, then write and remove a probe file in
+    it: a folder that cannot be written fails here, before hours of work, not when its
+    first result is saved.
+
+    Args:
+        folder: the folder.
+        what: how the error message calls it (e.g. ``"checkpoint folder"``).
+
+    Returns:
+        ``folder`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        OSError: it cannot be created or written; same type and errno, with a message that
+            names ``what`` and ``folder`` and what to do.
+    """
+    folder = Path(folder)
+    probe = folder / f".olas-write-probe.{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(probe, "wb") as fh:
+            fh.write(b"probe")
+        probe.unlink()
+    except OSError as e:
+        msg = f"the {what} {folder} cannot be written: {e.strerror or e}; pass another folder or fix its permissions"
+        try:
+            new = type(e)(e.errno, msg) if e.errno is not None else type(e)(msg)
+        except Exception:  # noqa: BLE001 - exotic OSError subclasses
+            new = OSError(e.errno, msg)
+        raise new from e
+    return folder

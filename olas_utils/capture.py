@@ -60,7 +60,13 @@ from olas_utils.architecture import (
 )
 from olas_utils.ola import OrderAccumulator, check_orders
 
-__all__ = ["CAPTURE_IMPLEMENTATION", "NO_WEIGHTS_IMPLEMENTATIONS", "head_average", "AttentionCapture"]
+__all__ = [
+    "CAPTURE_IMPLEMENTATION",
+    "NO_WEIGHTS_IMPLEMENTATIONS",
+    "head_average",
+    "non_finite_message",
+    "AttentionCapture",
+]
 
 
 log = logging.getLogger(__name__)
@@ -109,9 +115,24 @@ class _ForwardState:
             )
         self.calls.append(id(module))
         a = head_average(weights, self.valid)
+        if not bool(torch.isfinite(a).all()):
+            raise FloatingPointError(non_finite_message(self.capture.model, len(self.calls) - 1, weights.dtype))
         if a.shape[-1] >= 2 and not self.upper:
             self.upper = bool(torch.triu(a, 1).abs().amax() > 0)
         self.acc.add_layer(a)
+
+
+def non_finite_message(model: torch.nn.Module, layer: int, dtype: torch.dtype) -> str:
+    """What to say when layer ``layer`` (0-based) of ``model`` returned NaN or infinite
+    attention: an overflow (float16 scores above 65,504), not a fact about the model."""
+    params = next(model.parameters(), None)
+    pdtype = str(params.dtype if params is not None else dtype).replace("torch.", "")
+    return (
+        f"layer {layer} of {type(model).__name__} {str(getattr(model, 'name_or_path', '') or '')!r} returned NaN or "
+        f"infinite attention (attention in {str(dtype).replace('torch.', '')}, parameters in {pdtype}): its "
+        "activations overflowed, which float16 does above 65,504. No map was made from it. Load the model in "
+        "float32 or bfloat16 (load_model(name, dtype=torch.float32) or torch.bfloat16)"
+    )
 
 
 _LOCKS: "weakref.WeakKeyDictionary[torch.nn.Module, threading.RLock]" = weakref.WeakKeyDictionary()
@@ -357,6 +378,9 @@ class AttentionCapture:
         Raises:
             RuntimeError: if used outside the ``with`` block, or if the number or order of
                 captured layers is not the model's N layers in order.
+            FloatingPointError: a layer's attention is NaN or infinite (an overflow, typically
+                float16): names the layer and dtype and advises float32 or bfloat16; checked
+                before causality, so an overflow is never reported as a config mismatch.
         """
         if not self._entered:
             raise RuntimeError("AttentionCapture.forward must be called inside `with AttentionCapture(...)`")

@@ -37,10 +37,12 @@ from olas_utils.align import POOLINGS, tokenize_words
 from olas_utils.architecture import (
     attention_windows,
     check_model,
-    check_tokenizer,
     declared_bidirectional,
     is_causal_model,
     num_attention_layers,
+)
+from olas_utils.architecture import (
+    check_tokenizer as check_tokenizer_fits,
 )
 from olas_utils.capture import AttentionCapture
 from olas_utils.maps import OLAMaps
@@ -147,7 +149,8 @@ def extract_ola(
     model_name: str | None = None,
     truncation: str = "error",
     attention: str = "model",
-    pooling: str = "neutral",
+    pooling: str | None = None,
+    check_tokenizer: bool = True,
 ) -> OLAMaps:
     """Extract order-k OLA (and rollout and single-layer baselines) for sentences.
 
@@ -183,8 +186,14 @@ def extract_ola(
             by uniform attention over the visible tokens (:mod:`olas_utils.uniform`), no
             forward pass — the tokenizer-only control (the model still gives the number
             of layers, causality and maximum length).
-        pooling: word level only: ``"neutral"`` (default) or ``"clark"``
-            (:func:`~olas_utils.align.pool_to_words`).
+        pooling: word level only: ``"neutral"`` (None, the default, means it) or ``"clark"``
+            (:func:`~olas_utils.align.pool_to_words`). With ``level="subword"`` a pooling is an
+            error: subword maps are not pooled; pool them later with ``res.to_words(pooling)``.
+        check_tokenizer: True (default) refuses a tokenizer whose vocabulary size or BOS /
+            EOS / pad ids do not match the model's config
+            (:func:`~olas_utils.architecture.check_tokenizer`); False skips that check for a
+            pair you know belongs together (a tokenizer you extended on purpose). Ids outside
+            the embedding table are refused either way.
 
     Returns:
         :class:`OLAMaps` with keys ``"ola:k"`` for each order, ``"rollout"``, ``"layer:i"``;
@@ -206,12 +215,17 @@ def extract_ola(
             architecture without an eager attention path, an order outside ``0..N``, an
             unknown level or truncation, an empty sentence or word, a word without
             subword, or (``truncation="error"``) a sentence longer than the model's maximum;
-            a tokenizer that does not fit the model's embedding table (naming both); a
+            a tokenizer that does not fit the model's embedding table, or (unless
+            ``check_tokenizer=False``) whose vocabulary size or special-token ids differ from
+            the model's config (naming both); a ``pooling`` with ``level="subword"``; a
             config that says bidirectional on a model whose attention is causal (or the
             reverse), found on the first batch.
         TypeError: ``sentences`` not a list of word lists, ``orders`` not a collection of
             integers, ``batch_size`` not a positive ``int``.
         RuntimeError: if ``model`` is in training mode (dropout would randomise attention).
+        FloatingPointError: a layer's attention is NaN or infinite (float16 overflow): names
+            the layer and dtype and says to use float32 or bfloat16 (never reported as a
+            causality mismatch).
     """
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
@@ -224,8 +238,14 @@ def extract_ola(
         raise TypeError(f"batch_size must be a positive int (sentences per forward pass), got {batch_size!r}")
     if attention not in ATTENTIONS:
         raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
-    if pooling not in POOLINGS:
+    if pooling is not None and pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    if pooling is not None and level != "word":
+        raise ValueError(
+            f"pooling={pooling!r} applies at word level only, but level={level!r}: subword maps are not pooled. "
+            f"Pass level='word', pooling={pooling!r}, or keep the subword maps and pool them later with "
+            f"res.to_words(pooling={pooling!r})"
+        )
     check_model(model)
     if model.training:
         raise RuntimeError("the model is in training mode (dropout on attention); call model.eval() first")
@@ -241,9 +261,9 @@ def extract_ola(
     causal = is_causal_model(model)
     windows = attention_windows(model.config, causal=causal)
 
-    check_tokenizer(model, tokenizer)
+    check_tokenizer_fits(model, tokenizer, match_config=check_tokenizer)
     batch_all = tokenize_words(tokenizer, sentences, max_length=max_tokens(model, tokenizer), truncation=truncation)
-    check_tokenizer(model, tokenizer, batch_all.input_ids)
+    check_tokenizer_fits(model, tokenizer, batch_all.input_ids, match_config=check_tokenizer)
     lengths = batch_all.lengths
     keys = (
         [str(MapKey.ola(k)) for k in wanted]
@@ -308,4 +328,4 @@ def extract_ola(
         attention=attention,
         windows=windows,
     )
-    return res.to_words(pooling) if level == "word" else res
+    return res.to_words(pooling or "neutral") if level == "word" else res

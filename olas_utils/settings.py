@@ -82,20 +82,38 @@ def resolve_device(device: "str | torch.device | None" = None) -> "torch.device"
     """The torch device to run on.
 
     Args:
-        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``, or None for
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, a ``torch.device``, or None for
             ``$OLAS_DEVICE`` or else CUDA when available, else CPU.
 
     Raises:
-        RuntimeError: if CUDA is asked for and not available.
+        ValueError: ``device`` (or ``$OLAS_DEVICE`` when ``device`` is None) is not a device
+            name torch knows; the message names the argument or the variable, its value and
+            the valid forms.
+        RuntimeError: if CUDA is asked for and not available (names the argument or the
+            variable).
     """
     import torch
 
-    if device is None:
-        device = os.environ.get("OLAS_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
+    if isinstance(device, torch.device):
+        source, value = "device", device
+    elif device is not None:
+        source, value = "device", device
+    elif os.environ.get("OLAS_DEVICE"):
+        source, value = "OLAS_DEVICE", os.environ["OLAS_DEVICE"]
+    else:
+        source, value = "default", "cuda" if torch.cuda.is_available() else "cpu"
+    named = f"the environment variable OLAS_DEVICE={value!r}" if source == "OLAS_DEVICE" else f"device={value!r}"
+    undo = "unset OLAS_DEVICE or set it to one of them" if source == "OLAS_DEVICE" else "pass one of them"
+    try:
+        dev = torch.device(value)
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise ValueError(
+            f"{named} is not a device: valid values are 'cpu', 'cuda', 'cuda:0', 'cuda:1', ... (a GPU by index) "
+            f"and 'mps'; {undo} (torch: {str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        ) from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(
-            f"device {device!r} was asked for but CUDA is not available in this PyTorch "
+            f"{named} asks for CUDA but CUDA is not available in this PyTorch "
             f"(torch {torch.__version__}); use device='cpu' or unset OLAS_DEVICE."
         )
     return dev

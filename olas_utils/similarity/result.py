@@ -80,10 +80,19 @@ class ClassifierResult:
 
     def save(self, path: str | Path) -> Path:
         """Save weights and metadata (classes, channels, seed, chosen epoch, histories, ...)
-        with ``torch.save``; returns the path. Parent folders are created."""
+        with ``torch.save``, atomically (:func:`olas_utils.atomic.save_atomic`); returns the
+        path. Parent folders are created.
+
+        Raises:
+            OSError: the path cannot be written (a folder, no permission, no space); the
+                message names it. Nothing is left behind.
+        """
+        from olas_utils.atomic import save_atomic
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(
+        if path.is_dir():
+            raise IsADirectoryError(f"{path} is a folder; give the classifier a file name, e.g. {path / 'clf.pt'}")
+        save_atomic(
             {
                 "format": _CHECKPOINT_FORMAT,
                 "kind": "olas.classifier",
@@ -91,6 +100,7 @@ class ClassifierResult:
                 "meta": self.metadata(),
             },
             path,
+            what="classifier checkpoint",
         )
         return path
 

@@ -10,6 +10,7 @@ Importing this module does no work.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -156,7 +157,12 @@ def retrieval_table(
 
     Returns:
         One dict per ordered pair (target ≠ source), in the order of the mapping:
-        ``{"target", "source", "metric", "n", "hit@1", "hit@5", ...}`` (fractions).
+        ``{"target", "source", "metric", "n", "hit@1", "hit@5", ...}`` (fractions). A Hit@k
+        with ``k >= n`` cannot miss (every key is in the top k: it would read 1.0 whatever the
+        maps), so it is NaN, with one warning.
+
+    Warns:
+        UserWarning: once per call when some ``k >= n``, naming k and n (use more than k items).
 
     Raises:
         ValueError: fewer than two models, different numbers of images or image shapes,
@@ -176,6 +182,16 @@ def retrieval_table(
             sims[a, b] = ssim_matrix(images_by_model[a], images_by_model[b], **ssim_kwargs).cpu()
         else:
             sims[a, b] = pearson_matrix(images_by_model[a], images_by_model[b]).cpu()
+    n_items = int(shapes[names[0]][0]) if shapes[names[0]] else 0
+    trivial = [k for k in ks if k >= n_items]
+    if trivial:
+        warnings.warn(
+            f"{', '.join(f'hit@{k}' for k in trivial)} with {n_items} items cannot miss (every true match is in "
+            f"the top {min(trivial)} of {n_items}): reported as NaN, not 1.0; retrieve among more than "
+            f"{max(trivial)} items for a meaningful score",
+            UserWarning,
+            stacklevel=2,
+        )
     rows = []
     for t in names:
         for s in names:
@@ -184,6 +200,6 @@ def retrieval_table(
             sim = sims[t, s] if (t, s) in sims else sims[s, t].t()
             row = {"target": t, "source": s, "metric": metric, "n": int(sim.shape[0])}
             for k in ks:
-                row[f"hit@{k}"] = hit_at_k(sim, k, ties=ties)
+                row[f"hit@{k}"] = float("nan") if k >= n_items else hit_at_k(sim, k, ties=ties)
             rows.append(row)
     return rows

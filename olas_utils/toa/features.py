@@ -40,6 +40,7 @@ __all__ = [
     "position_image",
     "rank_rows",
     "build_examples",
+    "check_examples",
     "n_channels",
     "NORMALIZATIONS",
     "SOURCES",
@@ -218,3 +219,51 @@ def build_examples(
             ex.spans = torch.as_tensor(data.spans[i], dtype=torch.long)
         out.append(ex)
     return out
+
+
+def check_examples(
+    examples: Sequence[Example], data: TaskData, *, names: tuple[str, str] = ("examples", "data"), finite: bool = True
+) -> None:
+    """Check that ``examples`` are those of ``data`` (as :func:`build_examples` makes them):
+    one per sentence, of the data's kind (entity spans and one label for relations, gold heads
+    for dependencies, one label and one position per word otherwise), and (``finite``) with
+    finite images — NaN or inf inputs would train or score silently wrong.
+
+    Args:
+        examples: the adapter examples.
+        data: their task split.
+        names: how the error calls the two arguments (e.g. ``("dev examples", "dev data")``).
+        finite: also refuse non-finite images.
+
+    Raises:
+        ValueError: naming both arguments, the task split, the first example that does not fit
+            and what to do.
+    """
+    what, of = names
+    where = f"{of} ({data.task}/{data.split}, a {data.kind} task with {len(data)} sentences)"
+    fix = f"build them from the same split: features.build_examples(maps, {of}, keys)"
+    if len(examples) != len(data):
+        raise ValueError(f"{len(examples)} {what} for {where}: one example per sentence is needed; {fix}")
+    bad: list[int] = []
+    for i, ex in enumerate(examples):
+        n_words = len(data.words[i])
+        if data.kind == "relation":
+            why = None if ex.spans is not None and ex.labels.dim() == 0 else "has no entity spans and one label"
+        elif ex.spans is not None or ex.labels.dim() != 1:
+            why = "is a relation example (entity spans, one label per sentence)"
+        elif data.kind == "dependency" and ex.heads is None:
+            why = "has no gold heads (not a dependency example)"
+        elif int(ex.positions.shape[0]) != n_words or int(ex.labels.shape[0]) != n_words:
+            why = f"has {int(ex.positions.shape[0])} word positions for a sentence of {n_words} words"
+        else:
+            why = None
+        if why is not None:
+            raise ValueError(f"{what} do not match {where}: example {i} {why}; {fix}")
+        if finite and not bool(torch.isfinite(ex.image).all()):
+            bad.append(i)
+    if bad:
+        raise ValueError(
+            f"{len(bad)} of the {len(examples)} {what} for {where} have NaN or infinite images (first: "
+            f"{bad[:5]}){'; all of them' if len(bad) == len(examples) else ''}: scores on them are meaningless. "
+            "Rebuild the maps (a float16 model that overflowed? use float32 or bfloat16) and the examples"
+        )

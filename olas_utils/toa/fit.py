@@ -17,7 +17,7 @@ import torch
 
 from olas_utils.data.tasks import TaskData
 from olas_utils.toa.adapter import ADAPTER_SIZES, AdapterConfig
-from olas_utils.toa.features import Example
+from olas_utils.toa.features import Example, check_examples
 from olas_utils.toa.heads import TOAModel
 from olas_utils.toa.train import Selection, TrainConfig, checkpoint_key, examples_digest, predict, train_model
 
@@ -237,7 +237,16 @@ def fit_adapter(
         (``curve``: the dev metric after each epoch, ``best_epoch``, ``epochs_run``).
 
     Raises:
-        ValueError: ``dev`` data of another task than ``data``, or examples that do not match it.
+        ValueError: ``examples`` that do not match ``data`` (another task or kind, another
+            number of sentences or words); ``dev`` data of another task
+            than ``data``, or dev examples that do not match the dev data or have NaN / infinite
+            images (all-NaN dev data could not choose an epoch); each names both arguments and
+            the task split. Raised before any training step.
+        FloatingPointError: NaN / infinite training images, at the first step (a non-finite
+            loss; see :func:`olas_utils.toa.train.train_model`).
+        OSError: ``checkpoint_dir`` cannot be created or written (names the folder), before
+            any training step.
+        CheckpointMismatchError: see :func:`olas_utils.toa.train.train_model`.
     """
     model, extra, selection, ckpt = _prepare(
         examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs, dev, patience, min_epochs, device
@@ -260,6 +269,8 @@ def _prepare(examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwar
     """The model (initialised under ``cfg.seed``), provenance, selection rule and checkpoint
     file of one :func:`fit_adapter` run."""
     selection = None
+    # non-finite training images stop training at its first step (a non-finite loss, named there)
+    check_examples(examples, data, names=("examples", "data"), finite=False)
     if dev is not None:
         dev_ex, dev_data = dev
         if dev_data.task != data.task or len(dev_ex) != len(dev_data):
@@ -267,6 +278,7 @@ def _prepare(examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwar
                 f"dev must be examples of the {data.task} task with one example per sentence, got "
                 f"{len(dev_ex)} examples of {dev_data.task}/{dev_data.split} ({len(dev_data)} sentences)"
             )
+        check_examples(dev_ex, dev_data, names=("dev examples", "dev data"))
         metric = HEADLINE[data.task]
         selection = Selection(
             score=lambda m: evaluate(m, dev_ex, dev_data, device=device)[metric],
@@ -331,7 +343,8 @@ def evaluate(
 
     Raises:
         ValueError: the model was built for another kind of task or another label set, or
-            the examples are not those of ``data``.
+            the examples are not those of ``data`` (:func:`olas_utils.toa.features.check_examples`:
+            number, kind, words per sentence, finite images; names both arguments).
     """
     if model.kind != data.kind or model.n_classes != len(data.label_names):
         raise ValueError(
@@ -339,8 +352,7 @@ def evaluate(
             f"{data.kind} task with {len(data.label_names)} labels; evaluate it on the task it was "
             "trained for"
         )
-    if len(examples) != len(data):
-        raise ValueError(f"{len(examples)} examples for {len(data)} sentences of {data.task}/{data.split}")
+    check_examples(examples, data, names=("examples", "data"))
     labels = to_labels(data, predict(model, examples, device=device, tree=tree))
     out = score(data, labels)
     if word_ids is not None and data.task == "pos":

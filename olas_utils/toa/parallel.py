@@ -100,7 +100,9 @@ def fit_many(
             ``checkpoint_dir`` (workers hand their weights back through checkpoints) or that
             trains on an accelerator.
         RuntimeError: a run failed in a worker (the message names it); the other runs keep
-            their checkpoints.
+            their checkpoints. A worker process that died (killed, out of memory) gives a
+            ``RuntimeError`` naming the runs in flight and those not finished, not a bare
+            ``BrokenProcessPool``: running the same call again resumes from the checkpoints.
     """
     from olas_utils.toa.fit import checkpoint_file, fit_adapter
 
@@ -133,6 +135,7 @@ def fit_many(
 def _run_pool(pending: list, workers: int, progress: bool, desc: str) -> None:
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     threads = max(1, torch.get_num_threads() // workers)
     bar = tqdm(
@@ -143,12 +146,27 @@ def _run_pool(pending: list, workers: int, progress: bool, desc: str) -> None:
     )
     ctx = multiprocessing.get_context("spawn")  # fork after OpenMP start-up can deadlock the child
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
+    names: dict = {}
+    running: list[str] = []
     try:
-        left = {pool.submit(_fit_in_worker, _pack(job)) for job in pending}
+        for job in pending:
+            names[pool.submit(_fit_in_worker, _pack(job))] = str(job.get("desc", "adapter"))
+        left = set(names)
         while left:
+            running = [names[f] for f in names if f in left and f.running()]
             done, left = wait(left, return_when=FIRST_COMPLETED)
             for f in done:
-                bar.set_postfix_str(f.result()[-60:])  # re-raises a worker's error here
+                try:
+                    bar.set_postfix_str(f.result()[-60:])  # re-raises a worker's error here
+                except BrokenProcessPool as e:
+                    unfinished = [names[f] for f in names if f in left or f in done and f.exception() is not None]
+                    raise RuntimeError(
+                        f"a worker process died while training (killed: out of memory, a signal, or a crash in "
+                        f"native code): in flight (running or queued) {', '.join(running) or ', '.join(unfinished)}; not finished "
+                        f"{', '.join(unfinished)}. Finished runs and the last checkpoint of each killed run are "
+                        "kept: run the same call again to resume from the checkpoints (with fewer workers if memory "
+                        "ran out)"
+                    ) from e
                 bar.update(1)
     except BaseException:
         # stop at once (an interrupt, or a failed run): checkpoints are written atomically,

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Callable, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from olas_utils.atomic import save_atomic
+from olas_utils.atomic import check_writable, save_atomic
 from olas_utils.augment import PAPER_ADAPTER, Augmentation, augment_batch
 from olas_utils.fingerprint import legacy_json, seed_from, sha256_chunks
 from olas_utils.toa.features import Example
@@ -307,8 +308,10 @@ def train_model(
     Raises:
         CheckpointMismatchError: the checkpoint was written for another run (its key differs);
             delete it or choose another path.
-        ValueError: no examples.
-        OSError: the checkpoint cannot be written (message names the path).
+        ValueError: no examples; a selection score that is NaN or infinite (names
+            ``selection.identity``, the dev data: all-NaN dev data cannot choose an epoch).
+        OSError: the checkpoint folder cannot be created or written (checked before any
+            step, names the folder), or a checkpoint cannot be written (names the path).
     """
     if not examples:
         raise ValueError("no training examples")
@@ -344,15 +347,8 @@ def train_model(
         curve, stopped = list(state.get("curve", [])), bool(state.get("stopped", False))
         best = state.get("best", best)
         resumed = step
-    if path is not None and not path.exists():
-        try:  # fail before training, not after the first steps, if the folder cannot be written
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise OSError(
-                e.errno,
-                f"cannot create the checkpoint folder {path.parent}: {e.strerror}; "
-                "pass another checkpoint path or none",
-            ) from e
+    if path is not None and step < total and not stopped:  # fail before training, not at the first save
+        check_writable(path.parent, what="checkpoint folder")  # (a finished run is read, never written)
     flat = [(e, b) for e in range(cfg.epochs) for b in plan[e]]
     bar = tqdm(total=total, initial=step, desc=desc, disable=not progress, unit="step", leave=False)
 
@@ -405,6 +401,12 @@ def train_model(
                 model.eval()
                 curve.append(float(selection.score(model)))
                 model.train()
+                if not math.isfinite(curve[-1]):
+                    raise ValueError(
+                        f"the selection score after epoch {epoch + 1} is {curve[-1]} on the dev data "
+                        f"{selection.identity or '(no identity given)'}: it cannot choose an epoch. Check the dev "
+                        "data (NaN or empty maps, no gold labels) or train without selection"
+                    )
                 if best["score"] is None or curve[-1] > best["score"]:
                     best = {
                         "epoch": epoch + 1,

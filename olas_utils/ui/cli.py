@@ -48,6 +48,8 @@ def read_sentences(path: str | Path) -> list[list[str]]:
         One list of words per non-blank line (a list with ``.lines``, the 1-based line
         number of each sentence in the file, and ``.path``).
 
+    A UTF-8 byte-order mark at the start of the file (Windows editors write one) is dropped.
+
     Raises:
         FileNotFoundError: if the file does not exist.
         IsADirectoryError: if ``path`` is a folder.
@@ -67,6 +69,7 @@ def read_sentences(path: str | Path) -> list[list[str]]:
             f"{path} is not UTF-8 (line {line}: byte 0x{raw[e.start]:02x}); convert it to UTF-8, "
             f"e.g. iconv -f latin1 -t utf-8 {path} > utf8.txt"
         ) from None
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark is not part of the first word
     sents = _Sentences()
     sents.path, sents.lines = path, []
     for n, line in enumerate(text.splitlines(), 1):
@@ -147,7 +150,7 @@ def similarity_table(
     batch_size: int = 8,
     device=None,
     truncation: str = "error",
-    pooling: str = "neutral",
+    pooling: str | None = None,
     progress: bool = True,
 ) -> "pd.DataFrame":
     """Cross-model retrieval (Hit@1, Hit@5) between the OLA of two or more models on the
@@ -172,7 +175,8 @@ def similarity_table(
         level: ``"subword"`` (the paper's protocol) or ``"word"`` (OLAS protocol).
         image_size: S, pixels per side (SSIM's 11 × 11 window needs S ≥ 6).
         batch_size, device, truncation, pooling: passed to :func:`~olas_utils.extract.extract_ola`
-            (``pooling``: word level only, ``"neutral"`` or ``"clark"``).
+            (``pooling``: word level only, ``"neutral"`` (None: the default) or ``"clark"``;
+            a pooling with ``level="subword"`` is a ``ValueError``).
         progress: progress bars.
 
     Returns:
@@ -285,6 +289,13 @@ def _cmd_similarity(args) -> int:
         )
     except (ValueError, TypeError) as e:
         raise _with_lines(e, sentences) from None
+    if table["hit@5"].isna().any():
+        n = int(table["n"].min())
+        print(
+            f"note: hit@5 is NaN: with {n} sentences every true match is in the top 5, so Hit@5 would read 1.000 "
+            "whatever the maps; use more than 5 sentences",
+            file=sys.stderr,
+        )
     if table["target_family"].ne(table["source_family"]).any():
         print("note: encoders and causal LMs are mixed; the paper compares models within a family", file=sys.stderr)
     shown = table[["key", "target", "source", "n", "hit@1", "hit@5", "chance@1"]]
@@ -312,16 +323,30 @@ def _check_similarity(parser: argparse.ArgumentParser, args) -> None:
         parser.error(f"--models needs two or more different models, got {' '.join(args.models)}")
     if any(k < 0 for k in args.order):
         parser.error(f"--order values must be >= 0, got {args.order}")
-    if args.size < 1 or (args.metric == "ssim" and args.size < 6):
+    if args.size < 2 or (args.metric == "ssim" and args.size < 6):
         parser.error(
             f"--size {args.size} is too small"
-            + (" for SSIM's 11x11 window (use 6 or more)" if args.metric == "ssim" else "")
+            + (
+                " for SSIM's 11x11 window (use 6 or more)"
+                if args.metric == "ssim"
+                else " for pearson: a 1x1 image has no variance, so every correlation is undefined (use 2 or more)"
+            )
         )
+    _check_pooling(parser, args)
     if args.batch_size < 1:
         parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
 
 
+def _check_pooling(parser: argparse.ArgumentParser, args) -> None:
+    if args.pooling is not None and args.level != "word":
+        parser.error(
+            f"--pooling {args.pooling} applies at word level only (subword maps are not pooled); "
+            f"add --level word, or drop --pooling"
+        )
+
+
 def _check_extract(parser: argparse.ArgumentParser, args) -> None:
+    _check_pooling(parser, args)
     if any(k < 0 for k in args.orders):
         parser.error(f"--orders values must be >= 0, got {args.orders}")
     if args.batch_size < 1:
@@ -329,7 +354,7 @@ def _check_extract(parser: argparse.ArgumentParser, args) -> None:
 
 
 def _check_reproduce(parser: argparse.ArgumentParser, args) -> None:
-    if args.only:
+    if args.only is not None:
         from olas_utils.ui.reproduce import list_notebooks
 
         names = [b.name for b in list_notebooks()]
@@ -365,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--pooling",
         choices=["neutral", "clark"],
-        default="neutral",
+        default=None,
         help="word level: neutral (default; lift over uniform attention) or clark (rows averaged, "
         "columns summed; confounded across tokenizers)",
     )
@@ -423,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--pooling",
         choices=["neutral", "clark"],
-        default="neutral",
+        default=None,
         help="word level: neutral (default; lift over uniform attention) or clark (confounded across tokenizers)",
     )
     p.add_argument("--size", type=int, default=50, help="image side in pixels (default 50)")
@@ -447,7 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="quick (default; writes results/ and figures/), smoke, wide (notebook 04 only) or paper; "
         "every profile but quick writes results/<profile>/ and figures/<profile>/",
     )
-    p.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01")
+    p.add_argument("--only", nargs="+", metavar="NB", help="notebook name prefixes, e.g. 01 (at least one)")
     p.add_argument(
         "--executed-dir",
         help="where executed notebooks go (default results/executed, "

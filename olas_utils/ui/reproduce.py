@@ -96,10 +96,15 @@ def reproduce(
         Paths of the executed copies.
 
     Raises:
-        ValueError: an unknown profile; ``only`` matches no notebook, or names one that lacks
-            the profile.
+        ValueError: an unknown profile; ``only`` empty or a plain string (None runs every
+            notebook), matches no notebook, or names one that lacks the profile.
     """
     _check_profile(profile)
+    if only is not None and (isinstance(only, str) or not list(only)):
+        raise ValueError(
+            f"only must be a list of notebook name prefixes such as ['01'], got {only!r}; pass None to run every "
+            "notebook (an empty list would run them all into the committed results/ and figures/)"
+        )
     books = list_notebooks()
     if only:
         books = [b for b in books if any(b.name.startswith(o) or b.stem == o for o in only)]
@@ -136,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry: ``python -m olas_utils.ui.reproduce [--profile P] [--only NB ...]``."""
     ap = argparse.ArgumentParser(prog="olas-reproduce", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=PROFILES, default="quick")
-    ap.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01")
+    ap.add_argument("--only", nargs="+", metavar="NB", help="notebook name prefixes, e.g. 01 (at least one)")
     ap.add_argument(
         "--executed-dir",
         help="where executed notebooks go (default results/executed, "

@@ -36,6 +36,9 @@ def gemma3(bidirectional: bool, vocab_size: int = 300):
         sliding_window=4,
         use_bidirectional_attention=bidirectional,
         architectures=["Gemma3ForCausalLM"],
+        bos_token_id=1,  # the ids of smollm2-135m's tokenizer, which these toy models are paired with
+        eos_token_id=2,
+        pad_token_id=2,
     )
     cfg._attn_implementation = "eager"
     return Gemma3ForCausalLM(cfg).eval()
@@ -186,7 +189,8 @@ def _tiny_unsupported(kind):
     small = dict(hidden_size=32, num_attention_heads=2, intermediate_size=64, vocab_size=30522)
     torch.manual_seed(0)
     if kind == "longformer":
-        return tf.LongformerModel(tf.LongformerConfig(**small, num_hidden_layers=2, attention_window=4))
+        # pad id 0: minilm-l6's tokenizer, which these toy models are paired with
+        return tf.LongformerModel(tf.LongformerConfig(**small, num_hidden_layers=2, attention_window=4, pad_token_id=0))
     if kind == "bigbird":
         return tf.BigBirdModel(
             tf.BigBirdConfig(
