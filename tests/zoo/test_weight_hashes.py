@@ -55,7 +55,9 @@ def _sha(path) -> str:
 
 
 def _only_this_model(monkeypatch):
+    """The command line sees one model (so `list` hashes one, `prepare` prepares one)."""
     monkeypatch.setattr(zoo_cli, "REGISTRY", {NAME: zoo.REGISTRY[NAME]})
+    monkeypatch.setattr(zoo_cli, "DEFAULT_MODELS", (NAME,))
 
 
 def test_marker_records_every_file_with_its_hash_size_and_time(cache):
