@@ -1,6 +1,7 @@
 """The result of an extraction: :class:`OLAMaps`, OLA maps of a list of sentences with
 their tokens, words, word ids and provenance; pooling to word level
-(:meth:`OLAMaps.to_words`, neutral by default) and saving/loading.
+(:meth:`OLAMaps.to_words`, neutral by default) and saving/loading, with a content hash
+checked on load (:meth:`OLAMaps.content_sha256`, :class:`MapsIntegrityError`).
 
 Importing this module does no work.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -19,7 +21,36 @@ from olas_utils import __version__
 from olas_utils.align import POOLINGS, pool_to_words
 from olas_utils.uniform import uniform_reference
 
-__all__ = ["OLAMaps"]
+__all__ = ["OLAMaps", "MapsIntegrityError", "CONTENT_KEY"]
+
+#: The key of the content hash in a saved maps file (beside the fields of :class:`OLAMaps`).
+CONTENT_KEY = "content_sha256"
+
+_TENSOR_FIELDS = ("maps", "special", "word_ids")
+
+
+class MapsIntegrityError(ValueError):
+    """A saved maps file does not hold what was written: its content hash differs from the
+    recorded one (damaged or edited), or it has none (written before content hashes).
+
+    Attributes:
+        path: the file.
+        expected: the recorded SHA-256 (None: the file records none).
+        actual: the SHA-256 of what was read.
+    """
+
+    def __init__(self, message: str, *, path: Path, expected: str | None, actual: str) -> None:
+        super().__init__(message)
+        self.path, self.expected, self.actual = path, expected, actual
+
+
+def _tensor_bytes(t: torch.Tensor):
+    t = t.detach().cpu().contiguous()
+    return t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b""
+
+
+def _describe(t: torch.Tensor) -> list:
+    return [str(t.dtype).removeprefix("torch."), list(t.shape)]
 
 
 @dataclass
@@ -130,9 +161,36 @@ class OLAMaps:
                 special[key].append(sp)
         return dataclasses.replace(self, maps=maps, special=special, level="word", pooling=pooling)
 
+    def content_sha256(self) -> str:
+        """SHA-256 of everything the maps hold: the canonical JSON
+        (:func:`olas_utils.fingerprint.canonical_json`) of every field, each tensor replaced
+        by its ``[dtype, shape]`` (``["float32", [5, 5]]``), then a newline, then the bytes of
+        every tensor as stored (C order): ``maps`` and ``special`` by sorted name, each
+        sentence in order, then ``word_ids``. :meth:`save` records it; :meth:`load` checks it.
+
+        Raises:
+            TypeError: a field holds a value JSON cannot represent.
+        """
+        from olas_utils.fingerprint import canonical_json, sha256_chunks
+
+        meta = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _TENSOR_FIELDS}
+        meta["maps"] = {k: [_describe(t) for t in v] for k, v in self.maps.items()}
+        meta["special"] = {k: [_describe(t) for t in v] for k, v in self.special.items()}
+        meta["word_ids"] = [_describe(t) for t in self.word_ids]
+
+        def chunks():
+            yield (canonical_json(meta) + "\n").encode("utf-8")
+            for group in (self.maps, self.special):
+                for k in sorted(group):
+                    yield from (_tensor_bytes(t) for t in group[k])
+            yield from (_tensor_bytes(t) for t in self.word_ids)
+
+        return sha256_chunks(chunks())
+
     def save(self, path: str | Path) -> Path:
         """Write the maps and their provenance to ``path`` (``torch.save`` of plain
-        containers; written to a temporary file, then renamed; folders created).
+        containers and their :meth:`content_sha256` under :data:`CONTENT_KEY`; written to a
+        temporary file, then renamed; folders created).
 
         Returns:
             ``path`` as a ``Path``.
@@ -148,12 +206,18 @@ class OLAMaps:
             raise IsADirectoryError(
                 f"cannot save OLA maps to {path}: it is a folder; give a file name such as {path / 'maps.pt'}"
             )
-        save_atomic(dataclasses.asdict(self), path, what="OLA maps file")
+        save_atomic({**dataclasses.asdict(self), CONTENT_KEY: self.content_sha256()}, path, what="OLA maps file")
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "OLAMaps":
-        """Read maps written by :meth:`save`.
+    def load(cls, path: str | Path, *, verify: bool = True) -> "OLAMaps":
+        """Read maps written by :meth:`save`, checking their content hash.
+
+        Args:
+            path: the file.
+            verify: check the recorded :meth:`content_sha256` (default). False reads a file
+                without a hash (written by OLAS before content hashes) or one edited on
+                purpose, with a warning.
 
         Returns:
             The :class:`OLAMaps` (tensors on the CPU).
@@ -161,6 +225,8 @@ class OLAMaps:
         Raises:
             FileNotFoundError: if ``path`` does not exist.
             IsADirectoryError: if ``path`` is a folder.
+            MapsIntegrityError: (a ValueError) if the content differs from the recorded hash
+                (damaged or edited), or no hash is recorded; names the file and how to make it again.
             ValueError: if the file is not an OLAS maps file (or is damaged), naming it.
         """
         path = Path(path)
@@ -177,4 +243,27 @@ class OLAMaps:
             ) from e
         if not isinstance(data, dict) or "maps" not in data or "library_version" not in data:
             raise ValueError(f"{path} is not an OLAS maps file (written by OLAMaps.save)")
-        return cls(**data)
+        recorded = data.pop(CONTENT_KEY, None)
+        try:
+            maps = cls(**data)
+            actual = maps.content_sha256()
+        except (TypeError, AttributeError, RuntimeError) as e:
+            raise ValueError(f"{path} is not an OLAS maps file written by OLAMaps.save, or it is damaged ({e})") from e
+        if recorded == actual:
+            return maps
+        redo = (
+            "extract the maps again (extract_ola(...).save(path), or `olas extract ... -o FILE`) and delete this file"
+        )
+        if recorded is None:
+            why = f"{path} records no content hash (SHA-256): it was written by OLAS before content hashes"
+        else:
+            why = (
+                f"the OLA maps file {path} does not hold what OLAMaps.save wrote: its content SHA-256 is "
+                f"{actual}, the file records {recorded} (damaged or edited after saving)"
+            )
+        if not verify:
+            warnings.warn(f"{why}; read anyway (verify=False)", UserWarning, stacklevel=2)
+            return maps
+        raise MapsIntegrityError(
+            f"{why}; {redo}, or pass verify=False to read it as it is", path=path, expected=recorded, actual=actual
+        )

@@ -7,8 +7,9 @@ other settings are never reused: they simply are not found. Inside it, maps are 
 sentence, identified by its words only (:mod:`olas_utils.toa.mapshards`), not by the task,
 its labels or the list it came in: the same sentences of two tasks (UD English-EWT and
 UNER English-EWT, which list them in other orders) or two notebooks (03 and 04) are
-extracted once. Shards are written atomically; an unreadable one is reported and its
-sentences extracted again.
+extracted once. Shards are written atomically; an unreadable, damaged or foreign one (a
+content hash or key that does not match, :mod:`olas_utils.toa.mapshards`) is reported, set
+aside and its sentences extracted again.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def task_maps(
 
     Warns:
         UserWarning: the cache cannot be written (the maps are still returned) or a cached
-            shard is unreadable (its sentences are extracted again).
+            shard is unreadable, damaged or foreign, naming it (its sentences are extracted again).
     """
     from olas_utils.extract import extract_ola
     from olas_utils.settings import cache_dir as default_cache
@@ -160,7 +161,7 @@ def task_maps(
     key = maps_key(pool.weights_id(model), model, control, pool.seed, orders, rollout)
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in model)
     suffix = f"+{control.cache_id}" if control.cache_id else ""
-    shards = MapShards(Path(default_cache(cache_dir)) / "taskmaps" / f"{safe}{suffix}-{key[:24]}")
+    shards = MapShards(Path(default_cache(cache_dir)) / "taskmaps" / f"{safe}{suffix}-{key[:24]}", key=key)
     ids = [sentence_id(w) for w in data.words]
     if not ids:
         raise ValueError(f"{data.task}/{data.split} has no sentences to extract")

@@ -31,7 +31,7 @@ Command line: ``python -m olas_utils.zoo {prepare [names...] [--force],list,sani
 [--cache-dir DIR]``.
 
 Modules, lowest first: ``errors``; ``registry`` (the models and their pins); ``folders``
-(cache folders, markers); ``sources`` (installed packages, hashing); ``formats`` (one
+(cache folders, markers and the per-file hashes they record); ``sources`` (installed packages, hashing); ``formats`` (one
 preparer per weights format); ``preparation``; ``load``; ``sanity``; ``cli``; and ``controls``
 (the controls' model copies; only ``random_weights_copy`` is re-exported here). Importing this package
 does no work (``transformers`` is imported on first use).
@@ -43,12 +43,14 @@ from olas_utils.architecture import is_causal_config
 from olas_utils.zoo.cli import main
 from olas_utils.zoo.controls import random_weights_copy
 from olas_utils.zoo.errors import (
+    DamagedFolderError,
     HashMismatchError,
     ModelNotInstalledError,
     UnknownModelError,
+    UnverifiedFolderError,
     ZooError,
 )
-from olas_utils.zoo.folders import MARKER_FORMAT, MARKER_NAME, is_prepared, prepared_dir, read_marker
+from olas_utils.zoo.folders import MARKER_FORMAT, MARKER_NAME, is_prepared, prepared_dir, read_marker, verify_folder
 from olas_utils.zoo.load import LoadedModel, load_model, weights_fingerprint
 from olas_utils.zoo.preparation import prepare
 from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY, SourceFile, ZooEntry, get_entry, list_models, zoo_family
@@ -69,6 +71,8 @@ __all__ = [
     "ZooError",
     "ModelNotInstalledError",
     "HashMismatchError",
+    "DamagedFolderError",
+    "UnverifiedFolderError",
     "UnknownModelError",
     "LoadedModel",
     "SanityReport",
@@ -83,6 +87,7 @@ __all__ = [
     "prepared_dir",
     "read_marker",
     "is_prepared",
+    "verify_folder",
     "prepare",
     "is_causal_config",
     "load_model",

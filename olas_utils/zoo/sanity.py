@@ -9,11 +9,13 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import torch
 
 from olas_utils import settings
+from olas_utils.zoo.folders import MARKER_NAME, verify_folder
 from olas_utils.zoo.load import LoadedModel
 
 __all__ = ["CAUSAL_LOSS_BOUNDS", "ENCODER_MARGIN", "SanityReport", "sanity_check"]
@@ -153,7 +155,9 @@ def sanity_check(
     right padding, labels masked at padding; passes within :data:`CAUSAL_LOSS_BOUNDS`.
     Encoders: mean-pooled last-layer embeddings; with P, U the mean cosines of paraphrase
     and of unrelated pairs, the relative margin (P - U) / (1 - U); passes if at least
-    :data:`ENCODER_MARGIN` (the raw margin P - U is in ``details``).
+    :data:`ENCODER_MARGIN` (the raw margin P - U is in ``details``). A model loaded from a
+    prepared folder (``weights_sha256`` set, a marker in ``loaded.source``) first has every
+    file of that folder hashed against its marker (:func:`olas_utils.zoo.folders.verify_folder`).
 
     Args:
         loaded: a :class:`LoadedModel`.
@@ -166,8 +170,13 @@ def sanity_check(
 
     Raises:
         FileNotFoundError: if the UD English-EWT dev file is missing (causal).
+        DamagedFolderError, UnverifiedFolderError: the prepared folder's files differ from its
+            marker, or it records no per-file hashes (the message names the file and the fix).
     """
     t0 = time.perf_counter()
+    folder = Path(str(loaded.source))
+    if loaded.weights_sha256 and (folder / MARKER_NAME).is_file():
+        verify_folder(folder, full=True, name=loaded.entry.name if loaded.entry is not None else None)
     if loaded.is_causal:
         texts = _ud_dev_sentences(data_dir, n_sentences)
         nll, count = _causal_nll(loaded, texts, batch_size)

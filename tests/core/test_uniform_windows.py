@@ -268,6 +268,7 @@ def test_maps_keep_their_windows_through_save_and_load(tmp_path):
     # layer 0 has a window of 2: query 2 sees tokens 1, 2 (1/2 each), so the identity lifts to 2 there
     torch.testing.assert_close(back.to_words()["layer:0"][0], torch.diag(torch.tensor([1.0, 2.0, 2.0])))
     data = torch.load(tmp_path / "m.pt", weights_only=True)
-    del data["windows"]  # a file written before windows were recorded
+    del data["windows"], data["content_sha256"]  # a file written before windows (and content hashes) were recorded
     torch.save(data, tmp_path / "old.pt")
-    assert OLAMaps.load(tmp_path / "old.pt").windows is None
+    with pytest.warns(UserWarning, match="no content hash"):  # read only on request since content hashes
+        assert OLAMaps.load(tmp_path / "old.pt", verify=False).windows is None
