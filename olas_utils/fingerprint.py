@@ -16,8 +16,10 @@ Importing this module does no work.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable
@@ -30,6 +32,7 @@ __all__ = [
     "sha256_chunks",
     "sha256_json",
     "sha256_file",
+    "sha256_file_once",
     "sha256_stream",
     "seed_from",
     "library_versions",
@@ -118,6 +121,28 @@ def seed_from(*parts: Any) -> int:
     ``repr(parts)`` as UTF-8, shifted right by one. Independent of Python's hash
     randomisation; equal parts (equal ``repr``) give equal seeds in every process."""
     return int.from_bytes(hashlib.sha256(repr(parts).encode("utf-8")).digest()[:8], "little") >> 1
+
+
+@functools.lru_cache(maxsize=4096)
+def _sha256_at(path: str, size: int, mtime_ns: int) -> str:
+    return sha256_file(path)
+
+
+def sha256_file_once(path: str | Path) -> str:
+    """Hex SHA-256 of the file at ``path``, computed once per process for each
+    (path, size, ``mtime_ns``): a file read again unchanged is not hashed again, one that was
+    rewritten (new size or modification time) is. What this cannot notice: bytes changed in
+    place with the size and modification time put back — use :func:`sha256_file` where that
+    matters. ``sha256_file_once.cache_clear()`` forgets every hash (tests).
+
+    Raises:
+        OSError: the file cannot be stat'ed or read.
+    """
+    st = os.stat(path)
+    return _sha256_at(str(path), st.st_size, st.st_mtime_ns)
+
+
+sha256_file_once.cache_clear = _sha256_at.cache_clear  # type: ignore[attr-defined]
 
 
 def library_versions() -> dict[str, str]:

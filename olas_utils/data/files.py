@@ -18,7 +18,6 @@ file refused, invalid UTF-8 refused).
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 import warnings
@@ -27,6 +26,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 import datasets
 
+from olas_utils.fingerprint import sha256_file_once
 from olas_utils.settings import data_dir as _resolve_data_dir
 
 __all__ = [
@@ -95,18 +95,9 @@ def _warn_unverified(path: Path, dataset: str) -> None:
     )
 
 
-@functools.lru_cache(maxsize=256)
-def _sha256_of(path: str, _mtime_ns: int, _size: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _sha256_cache_clear() -> None:
     """Forget the hashes computed so far (tests)."""
-    _sha256_of.cache_clear()
+    sha256_file_once.cache_clear()
 
 
 _SUMS_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
@@ -162,7 +153,7 @@ def verify_file(path: Path, dataset: str, *, root: Path | None = None, verify: b
     expected = _read_sums(*file_key(sums)).get(rel)
     if expected is None:
         return
-    actual = _sha256_of(*file_key(path))
+    actual = sha256_file_once(path)
     if actual != expected:
         raise DataChecksumError(
             f"{dataset}: {path} is not the file {sums} lists: its SHA-256 is {actual}, expected {expected}. "

@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from olas_utils import settings
-from olas_utils.fingerprint import sha256_file
+from olas_utils.fingerprint import sha256_file, sha256_file_once
 from olas_utils.zoo.errors import DamagedFolderError, UnverifiedFolderError
 from olas_utils.zoo.registry import ZooEntry, get_entry
 
@@ -44,9 +44,6 @@ MARKER_NAME = "olas_prepared.json"
 #: Version of the marker format; a marker of another format is ignored (re-prepared).
 #: 2: ``"files"`` records every file's SHA-256, size and modification time.
 MARKER_FORMAT = 2
-
-#: (path, size, mtime_ns) -> SHA-256 of the files this process hashed.
-_HASHED: dict[tuple[str, int, int], str] = {}
 
 
 def models_root(cache_dir: str | os.PathLike | None) -> Path:
@@ -119,13 +116,6 @@ def file_records(folder: str | os.PathLike) -> dict[str, dict]:
     return out
 
 
-def _hash_once(path: Path, st: os.stat_result) -> str:
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    if key not in _HASHED:
-        _HASHED[key] = sha256_file(path)
-    return _HASHED[key]
-
-
 def verify_folder(folder: str | os.PathLike, *, full: bool = True, name: str | None = None) -> None:
     """Check a prepared folder's files against the SHA-256s its marker records (module doc).
 
@@ -170,7 +160,7 @@ def verify_folder(folder: str | os.PathLike, *, full: bool = True, name: str | N
             ) from None
         if not full and st.st_size == rec.get("size") and st.st_mtime_ns == rec.get("mtime_ns"):
             continue
-        actual = sha256_file(f) if full else _hash_once(f, st)
+        actual = sha256_file(f) if full else sha256_file_once(f)
         if actual != expected:
             raise DamagedFolderError(
                 f"the prepared model file {f} is damaged: SHA-256 {actual} ({st.st_size} bytes), its marker "

@@ -6,7 +6,6 @@ initialised copy included, are made in :mod:`olas_utils.zoo.controls`).
 from __future__ import annotations
 
 import difflib
-import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ import torch
 
 from olas_utils import settings
 from olas_utils.architecture import is_causal_config
+from olas_utils.fingerprint import sha256_chunks
 from olas_utils.vocabulary import family_of
 from olas_utils.zoo.errors import UnknownModelError
 from olas_utils.zoo.folders import read_marker, verify_folder
@@ -314,9 +314,11 @@ def weights_fingerprint(loaded) -> str:
     sha = getattr(loaded, "weights_sha256", None)
     if sha:
         return str(sha)
-    h = hashlib.sha256()
-    for name, t in sorted(loaded.model.state_dict().items()):
-        t = t.detach().cpu().contiguous()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return "state_dict:" + h.hexdigest()
+
+    def chunks():
+        for name, t in sorted(loaded.model.state_dict().items()):
+            t = t.detach().cpu().contiguous()
+            yield f"{name}|{t.dtype}|{tuple(t.shape)}|".encode()
+            yield t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+
+    return "state_dict:" + sha256_chunks(chunks())

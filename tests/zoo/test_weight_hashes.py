@@ -19,7 +19,7 @@ import shutil
 
 import pytest
 
-from olas_utils import zoo
+from olas_utils import fingerprint, zoo
 from olas_utils.zoo import DamagedFolderError, UnverifiedFolderError
 from olas_utils.zoo import cli as zoo_cli
 from olas_utils.zoo import folders as zoo_folders
@@ -119,6 +119,7 @@ def test_intact_folder_passes_every_check_and_loads_without_reading_its_files(ca
     calls = []
     real = zoo_folders.sha256_file
     monkeypatch.setattr(zoo_folders, "sha256_file", lambda p: calls.append(p) or real(p))
+    monkeypatch.setattr(fingerprint, "sha256_file", lambda p: calls.append(p) or real(p))  # the fast path's
     lm = zoo.load_model(NAME, device="cpu", cache_dir=cache)
     assert calls == []  # fast check: stat only
     assert zoo.sanity_check(lm).passed
@@ -133,11 +134,11 @@ def test_a_touched_but_intact_file_is_hashed_once_per_process(cache, monkeypatch
     w = _weights(cache)
     os.utime(w, ns=(w.stat().st_atime_ns, w.stat().st_mtime_ns + 10**9))  # a copy without -p, say
     calls = []
-    real = zoo_folders.sha256_file
-    monkeypatch.setattr(zoo_folders, "sha256_file", lambda p: calls.append(p) or real(p))
+    real = fingerprint.sha256_file  # the fast path hashes through fingerprint.sha256_file_once
+    monkeypatch.setattr(fingerprint, "sha256_file", lambda p: calls.append(p) or real(p))
     zoo.load_model(NAME, device="cpu", cache_dir=cache)
     zoo.load_model(NAME, device="cpu", cache_dir=cache)
-    assert calls == [w]
+    assert calls == [str(w)]  # the fast path hashes through fingerprint.sha256_file_once
 
 
 def test_a_missing_file_is_refused(cache):
