@@ -1,0 +1,298 @@
+"""How sure a number is: bootstrap intervals over every unit a result rests on (items, model
+pairs, seeds) and three-way verdicts with a Holm correction (``docs/method.md#uncertainty``).
+
+Pure numpy; no model, no table. The shapes:
+
+* an *outcome array* ``num`` has one axis per resampling unit, items last, e.g.
+  ``(pair, chunk)`` for retrieval (1 where the true match ranked first), ``(seed, sentence)``
+  for a parser (correct arcs per sentence) or ``(pair, seed, sentence)``; ``den`` (same
+  shape, optional) holds each item's denominator (words per sentence), so the statistic
+  is the ratio of sums ``Σ num / Σ den`` — the corpus-level metric (UAS) — or, without
+  ``den``, the mean over all cells.
+* Every axis is resampled with replacement *independently* (the crossed, "pigeonhole"
+  bootstrap of Owen 2007, *Ann. Appl. Stat.* 1(2)): the same chunks are drawn for every
+  model pair, the same sentences for every seed. An axis of size 1 is not a source of
+  spread; a number that averages 12 pairs gets the pairs' spread as well as the items'.
+* A *margin* is the same statistic of a system minus that of a baseline on the same cells,
+  resampled with the *same* draws (paired resampling).
+
+Intervals are percentile intervals of ``N_RESAMPLES`` resamples (the method
+``scipy.stats.bootstrap(method="percentile")`` uses; ``tests/core/test_uncertainty.py``
+compares them). A margin's two-sided p-value is the bootstrap tail probability of the
+margin's sign, ``min(1, 2·min(P*(m ≤ 0), P*(m ≥ 0)))`` with the usual ``+1`` correction;
+:func:`verdicts` corrects the p-values of one table's cells with Holm's step-down method
+(``statsmodels.stats.multitest.multipletests``) and reads each cell as
+*beats* / *indistinguishable* / *loses*. The thresholds are the constants below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+__all__ = [
+    "ALPHA",
+    "BEATS",
+    "BOOTSTRAP_SEED",
+    "CONFIDENCE",
+    "INDISTINGUISHABLE",
+    "LOSES",
+    "N_RESAMPLES",
+    "VERDICTS",
+    "Interval",
+    "interval",
+    "margin",
+    "verdicts",
+    "verdict_counts",
+]
+
+#: Coverage of every reported interval (two-sided).
+CONFIDENCE = 0.95
+#: Family-wise error rate of one table's verdicts, Holm-corrected across its cells.
+ALPHA = 0.05
+#: Bootstrap resamples per interval. With Holm over m cells the smallest threshold is
+#: ``ALPHA / m``; 4,000 resamples resolve p-values down to 2/4001 ≈ 0.0005 (m up to 100).
+N_RESAMPLES = 4000
+#: Seed of the resampling generator (each interval draws from its own generator seeded
+#: with it, so a table's intervals do not depend on the order they are computed in).
+BOOTSTRAP_SEED = 20251202
+#: The three verdicts, as tables write them.
+BEATS, INDISTINGUISHABLE, LOSES = "beats", "indistinguishable", "loses"
+VERDICTS = (BEATS, INDISTINGUISHABLE, LOSES)
+
+_CHUNK = 500  # resamples per vectorised block (bounds memory at ~_CHUNK × items floats)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A statistic with its bootstrap interval.
+
+    Attributes:
+        estimate: the statistic on the data as observed (not a bootstrap mean).
+        low, high: the ``confidence`` percentile interval.
+        p_value: two-sided bootstrap p-value of "the statistic is 0" (meaningful for
+            margins; for a plain rate it only says whether the rate is above 0).
+        shape: the outcome array's shape (units per axis, items last).
+        confidence: the interval's coverage.
+        n_resamples: resamples drawn.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    p_value: float
+    shape: tuple[int, ...]
+    confidence: float = CONFIDENCE
+    n_resamples: int = N_RESAMPLES
+
+    def __str__(self) -> str:
+        return f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+    def format(self, scale: float = 1.0, digits: int = 3) -> str:
+        """``"estimate [low, high]"`` with the values multiplied by ``scale`` (100 for points)."""
+        f = f"{{:.{digits}f}}"
+        return f"{f.format(self.estimate * scale)} [{f.format(self.low * scale)}, {f.format(self.high * scale)}]"
+
+    @property
+    def half_width(self) -> float:
+        """Half the interval's width."""
+        return (self.high - self.low) / 2
+
+
+def _as_array(x, name: str) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim == 0 or a.size == 0:
+        raise ValueError(f"{name} must be a non-empty array with items on its last axis, got shape {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError(
+            f"{name} holds NaN or infinite values: an interval over them would be silently wrong; drop or fix "
+            "those items first"
+        )
+    return a
+
+
+def _weights(rng: np.random.Generator, b: int, n: int) -> np.ndarray:
+    """``(b, n)`` resampling counts: how often each of ``n`` units is drawn, ``b`` times."""
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(np.float64)
+
+
+def _weighted_sums(x: np.ndarray, ws: list[np.ndarray]) -> np.ndarray:
+    """``(b,)`` sums of ``x`` (shape ``(n_1, ..., n_k)``) weighted by ``ws[a]`` ``(b, n_a)`` per axis."""
+    letters = "abcdefghijklmnopqrstuvwxy"[: x.ndim]
+    spec = letters + "," + ",".join("z" + c for c in letters) + "->z"
+    return np.einsum(spec, x, *ws, optimize=True)
+
+
+def _check_pair(num, den, name: str) -> tuple[np.ndarray, np.ndarray | None]:
+    n = _as_array(num, name)
+    if den is None:
+        return n, None
+    d = _as_array(den, f"{name}'s den")
+    if d.shape != n.shape:
+        raise ValueError(f"{name} has shape {n.shape} but its den {d.shape}: give one denominator per cell")
+    if (d < 0).any() or d.sum() <= 0:
+        raise ValueError(f"{name}'s den must be >= 0 with a positive total (items' word or token counts)")
+    return n, d
+
+
+def _ratio(n: np.ndarray, d: np.ndarray | None, ws: list[np.ndarray] | None) -> np.ndarray | float:
+    if ws is None:
+        return float(n.sum() / (d.sum() if d is not None else n.size))
+    top = _weighted_sums(n, ws)
+    bottom = _weighted_sums(d, ws) if d is not None else np.prod([w.sum(axis=1) for w in ws], axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return top / bottom
+
+
+def _bootstrap(
+    systems: list[tuple[np.ndarray, np.ndarray | None]],
+    signs: Sequence[float],
+    *,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+) -> Interval:
+    shape = systems[0][0].shape
+    for n, _ in systems[1:]:
+        if n.shape != shape:
+            raise ValueError(
+                f"a margin needs both systems on the same cells (paired resampling), got shapes {shape} and {n.shape}"
+            )
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if n_resamples < 100:
+        raise ValueError(f"n_resamples must be >= 100 for a percentile interval, got {n_resamples}")
+    estimate = sum(s * _ratio(n, d, None) for s, (n, d) in zip(signs, systems))
+    rng = np.random.default_rng(seed)
+    stats = []
+    done = 0
+    while done < n_resamples:
+        b = min(_CHUNK, n_resamples - done)
+        ws = [_weights(rng, b, k) for k in shape]
+        stats.append(sum(s * _ratio(n, d, ws) for s, (n, d) in zip(signs, systems)))
+        done += b
+    boot = np.concatenate(stats)
+    boot = boot[np.isfinite(boot)]  # a resample whose denominators are all zero has no value
+    if boot.size < n_resamples // 2:
+        raise ValueError("most resamples had a zero denominator: too few items with a positive den")
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(boot, [tail, 1 - tail])
+    b1 = boot.size + 1
+    p = min(1.0, 2 * min((1 + np.sum(boot <= 0)) / b1, (1 + np.sum(boot >= 0)) / b1))
+    return Interval(float(estimate), float(low), float(high), float(p), tuple(shape), confidence, int(boot.size))
+
+
+def interval(
+    num,
+    den=None,
+    *,
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval:
+    """Percentile bootstrap interval of a rate, resampling every axis of its outcomes.
+
+    Args:
+        num: outcome array, one axis per resampling unit, items last, e.g. ``(pair,
+            chunk)`` hits (0/1) or ``(seed, sentence)`` correct arcs.
+        den: ``None`` (the statistic is the mean of ``num``) or an array of ``num``'s
+            shape with each cell's denominator (the statistic is ``Σ num / Σ den``).
+        confidence: coverage (default :data:`CONFIDENCE`).
+        n_resamples: resamples (default :data:`N_RESAMPLES`).
+        seed: the resampler's seed (default :data:`BOOTSTRAP_SEED`).
+
+    Returns:
+        :class:`Interval`, in ``num``'s units (fractions stay fractions).
+
+    Raises:
+        ValueError: an empty array, NaN/inf cells, a ``den`` of another shape, negative
+            or all-zero denominators, ``confidence`` outside (0, 1), fewer than 100
+            resamples.
+    """
+    return _bootstrap([_check_pair(num, den, "num")], [1.0], confidence=confidence, n_resamples=n_resamples, seed=seed)
+
+
+def margin(
+    num,
+    baseline_num,
+    den=None,
+    baseline_den=None,
+    *,
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval:
+    """Paired bootstrap interval of a system's rate minus a baseline's on the same cells.
+
+    Both outcome arrays have the same shape (the same pairs, seeds and items, in the same
+    order); each resample draws one set of units and applies it to both, so what the two
+    systems share (hard chunks, long sentences, a lucky seed index) cancels.
+
+    Args:
+        num, den: the system's outcomes (as in :func:`interval`).
+        baseline_num, baseline_den: the baseline's (the strongest control), same shape.
+        confidence, n_resamples, seed: as in :func:`interval`.
+
+    Returns:
+        :class:`Interval` of ``rate(system) − rate(baseline)``, with the two-sided p-value
+        of "no difference" that :func:`verdicts` corrects.
+
+    Raises:
+        ValueError: as :func:`interval`, and when the two shapes differ.
+    """
+    return _bootstrap(
+        [_check_pair(num, den, "num"), _check_pair(baseline_num, baseline_den, "baseline_num")],
+        [1.0, -1.0],
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
+
+
+def verdicts(margins: Sequence[Interval | None], *, alpha: float = ALPHA) -> list[str | None]:
+    """Three-way verdicts of one table's cells from their margins, Holm-corrected.
+
+    A cell *beats* its control when its Holm-adjusted p-value is below ``alpha`` and its
+    margin is positive, *loses* when adjusted p < ``alpha`` and the margin is negative, and
+    is *indistinguishable* otherwise. Holm (1979) controls the probability of any false
+    "beats" or "loses" in the table at ``alpha``; a cell whose own 95 % interval just
+    excludes zero can therefore still read *indistinguishable* in a table of many cells.
+
+    Args:
+        margins: one :class:`Interval` per cell (from :func:`margin`); ``None`` for a cell
+            without a margin (no control), which gets ``None`` and takes no part in the
+            correction.
+        alpha: family-wise error rate (default :data:`ALPHA`).
+
+    Returns:
+        One of :data:`VERDICTS` (or None) per cell, in order.
+
+    Raises:
+        ValueError: ``alpha`` outside (0, 1).
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    from statsmodels.stats.multitest import multipletests
+
+    idx = [i for i, m in enumerate(margins) if m is not None]
+    out: list[str | None] = [None] * len(margins)
+    if not idx:
+        return out
+    reject = multipletests([margins[i].p_value for i in idx], alpha=alpha, method="holm")[0]
+    for i, r in zip(idx, reject):
+        m = margins[i]
+        out[i] = (BEATS if m.estimate > 0 else LOSES) if r and m.estimate != 0 else INDISTINGUISHABLE
+    return out
+
+
+def verdict_counts(cells: Sequence[str | None]) -> str:
+    """``"2 beat, 9 indistinguishable, 1 lose (of 12)"``: a table's verdicts counted, for text."""
+    got = [c for c in cells if c is not None]
+    parts = [
+        f"{got.count(BEATS)} beat",
+        f"{got.count(INDISTINGUISHABLE)} indistinguishable",
+        f"{got.count(LOSES)} lose",
+    ]
+    return ", ".join(parts) + f" (of {len(got)})"

@@ -1,0 +1,132 @@
+"""Bootstrap intervals and three-way verdicts (olas_utils.uncertainty) against references
+that do not use the code: scipy's own bootstrap, coverage on synthetic data whose true
+value is known, and Holm's step-down procedure worked by hand."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from olas_utils.uncertainty import (
+    BEATS,
+    INDISTINGUISHABLE,
+    LOSES,
+    Interval,
+    interval,
+    margin,
+    verdict_counts,
+    verdicts,
+)
+
+
+def test_plain_mean_matches_scipy_percentile_bootstrap():
+    rng = np.random.default_rng(0)
+    x = (rng.random(300) < 0.3).astype(float)
+    ours = interval(x, n_resamples=8000, seed=1)
+    ref = stats.bootstrap((x,), np.mean, method="percentile", n_resamples=8000, random_state=2).confidence_interval
+    assert ours.estimate == pytest.approx(x.mean())
+    # two Monte Carlo estimates of the same quantiles: they agree to well under a point
+    assert ours.low == pytest.approx(ref.low, abs=0.006)
+    assert ours.high == pytest.approx(ref.high, abs=0.006)
+
+
+def test_coverage_on_binomial_data_is_nominal():
+    rng = np.random.default_rng(3)
+    p, n, reps = 0.3, 150, 300
+    hits = 0
+    for r in range(reps):
+        x = (rng.random(n) < p).astype(float)
+        iv = interval(x, n_resamples=1000, seed=r)
+        hits += iv.low <= p <= iv.high
+    # 95 % nominal; the percentile bootstrap is slightly liberal at n = 150. Binomial
+    # spread of the count over 300 replicates is about ±4 (1 SE), so [0.90, 0.985].
+    assert 0.90 <= hits / reps <= 0.985, hits / reps
+
+
+def _pairs_and_chunks(rng, n_pairs, n_chunks, mu, pair_sd, chunk_sd):
+    """Hit outcomes (pair, chunk) whose probability has a pair effect and a chunk effect
+    shared by every pair (the same chunks are retrieved by every model pair)."""
+    pair = rng.normal(0, pair_sd, size=(n_pairs, 1))
+    chunk = rng.normal(0, chunk_sd, size=(1, n_chunks))
+    prob = np.clip(mu + pair + chunk, 0.01, 0.99)
+    return (rng.random((n_pairs, n_chunks)) < prob).astype(float)
+
+
+def test_resampling_pairs_and_chunks_covers_where_items_alone_do_not():
+    """A number averaged over model pairs must carry the pairs' spread: an interval from
+    the items alone (every cell one independent item) undercovers badly."""
+    rng = np.random.default_rng(4)
+    mu, reps = 0.4, 120
+    crossed = flat = 0
+    for r in range(reps):
+        x = _pairs_and_chunks(rng, 12, 64, mu, pair_sd=0.12, chunk_sd=0.15)
+        a = interval(x, n_resamples=600, seed=r)
+        b = interval(x.reshape(-1), n_resamples=600, seed=r)
+        crossed += a.low <= mu <= a.high
+        flat += b.low <= mu <= b.high
+    assert crossed / reps >= 0.85, crossed / reps
+    assert flat / reps <= 0.75, flat / reps
+
+
+def test_ratio_of_sums_is_the_corpus_metric():
+    correct = np.array([[3, 5, 0, 7], [2, 5, 1, 6]], float)
+    words = np.array([[4, 6, 2, 8], [4, 6, 2, 8]], float)
+    iv = interval(correct, words, n_resamples=500)
+    assert iv.estimate == pytest.approx(correct.sum() / words.sum())
+    assert iv.low <= iv.estimate <= iv.high
+    assert iv.shape == (2, 4)
+
+
+def test_paired_margin_cancels_shared_difficulty():
+    rng = np.random.default_rng(5)
+    difficulty = rng.random(400)
+    a = (rng.random(400) < np.clip(difficulty + 0.04, 0, 1)).astype(float)
+    b = (rng.random(400) < difficulty).astype(float)
+    # a system against itself: no difference at all
+    same = margin(a, a, n_resamples=500)
+    assert same.estimate == 0 and same.low == 0 and same.high == 0 and same.p_value == 1
+    paired = margin(a, b, n_resamples=2000)
+    ia, ib = interval(a, n_resamples=2000), interval(b, n_resamples=2000)
+    unpaired_half = np.hypot(ia.half_width, ib.half_width)
+    assert paired.estimate == pytest.approx(a.mean() - b.mean())
+    assert paired.half_width < unpaired_half
+
+
+def test_null_margins_reject_about_alpha_of_the_time():
+    rng = np.random.default_rng(6)
+    reps, rejected = 200, 0
+    for r in range(reps):
+        p = rng.random(100)
+        a = (rng.random(100) < p).astype(float)
+        b = (rng.random(100) < p).astype(float)
+        rejected += margin(a, b, n_resamples=1000, seed=r).p_value < 0.05
+    assert rejected / reps <= 0.10, rejected / reps
+
+
+def _m(estimate, p):
+    return Interval(estimate, estimate - 0.1, estimate + 0.1, p, (10,))
+
+
+def test_holm_step_down_by_hand():
+    # sorted p 0.001 < .05/3, 0.02 < .05/2, 0.04 < .05/1: all three rejected
+    assert verdicts([_m(0.1, 0.04), _m(0.2, 0.001), _m(-0.1, 0.02)]) == [BEATS, BEATS, LOSES]
+    # 0.01 < .05/3 rejected; next 0.03 > .05/2 stops: the rest stand
+    assert verdicts([_m(0.1, 0.01), _m(0.1, 0.04), _m(0.1, 0.03)]) == [BEATS, INDISTINGUISHABLE, INDISTINGUISHABLE]
+    # a single cell is its own family: plain p < alpha
+    assert verdicts([_m(-0.3, 0.049)]) == [LOSES]
+    assert verdicts([None, _m(0.1, 0.2)]) == [None, INDISTINGUISHABLE]
+    assert verdict_counts([BEATS, INDISTINGUISHABLE, None, LOSES, BEATS]) == (
+        "2 beat, 1 indistinguishable, 1 lose (of 4)"
+    )
+
+
+def test_bad_inputs_are_refused():
+    with pytest.raises(ValueError, match="NaN"):
+        interval([0.1, float("nan")])
+    with pytest.raises(ValueError, match="same cells"):
+        margin(np.ones((2, 3)), np.ones((3, 2)))
+    with pytest.raises(ValueError, match="den"):
+        interval(np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="non-empty"):
+        interval([])
+    with pytest.raises(ValueError, match="alpha"):
+        verdicts([_m(0.1, 0.01)], alpha=1.5)
