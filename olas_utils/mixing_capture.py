@@ -8,7 +8,7 @@ layer runs.
 :class:`olas_utils.capture.AttentionCapture` owns both: it installs the hooks on entering its
 ``with`` block, hands every layer's attention weights (and, on the ``"interface"`` path, its
 value vectors) to the active pass, and removes the hooks on exit. Alive at any time: one
-layer's per-head weights ``(B, H, T, T)`` and head outputs ``(B, H, T, d)``, and one block of
+layer's per-head weights ``(B, H, T, T)`` and head outputs ``(B, T, H, d)``, and one block of
 ``T_i(x_j)`` vectors (:data:`olas_utils.mixing.BLOCK_ELEMENTS`).
 """
 
@@ -242,8 +242,9 @@ class MixingPass:
                 raise RuntimeError(f"the value projection of {type(site.attention).__name__} did not run before it")
             dh = out_proj.weight.shape[1] // w.shape[1]
             values = v.reshape(v.shape[0], v.shape[1], -1, dh).transpose(1, 2)
-        heads = head_outputs(values.detach().float(), out_proj.weight.detach().float())
-        heads = torch.where(self.valid[:, None, :, None], heads, torch.zeros((), device=heads.device))
+        values = values.detach().float()  # zero at padding, so are the head outputs
+        values = torch.where(self.valid[:, None, :, None], values, torch.zeros((), device=values.device))
+        heads = head_outputs(values, out_proj.weight.detach().float())
         if "valuenorm" in self.accumulators:
             self.accumulators["valuenorm"].add_layer(value_norms(w, heads), self.valid)
         if self._needs_vectors:
