@@ -19,11 +19,11 @@ over repeats of the per-repeat total (seconds per pass over all sentences) and o
 per-repeat ratio to ``plain`` (variants of one repeat ran interleaved, so load drift cancels).
 
 Memory (computed, float32, for the largest batch ``B × T`` of the run): the streaming pass
-keeps one layer's per-head weights ``B·H·T²``, the value-norm intermediate ``B·H·T²``, head
-outputs ``B·H·T·d``, Gram matrices ``B·T·H²`` and one block of ``T_i(x_j)`` vectors (at most
-:data:`olas_utils.mixing.BLOCK_ELEMENTS`, with about three temporaries of its size); the
-published ALTI / GlobEnc code materialises the per-head tensor ``B·H·T²·d`` of every layer
-(``α^h_ij f^h(x_j)``) before summing over heads.
+keeps one layer's per-head weights ``B·H·T²``, the Gram-matrix intermediate ``B·H·T²``, head
+outputs ``B·T·H·d`` (transformed in place), Gram matrices ``B·T·H²`` and one buffer of
+``T_i(x_j)`` vectors, ``B·R·T·d`` with ``R`` = :data:`olas_utils.mixing.BLOCK_ROWS` (every
+block's operations run in place in it); the published ALTI / GlobEnc code materialises the
+per-head tensor ``B·H·T²·d`` of a layer (``α^h_ij f^h(x_j)``) before summing over heads.
 
     python benchmarks/mixing_overhead.py [--models minilm-l6 smollm2-135m] [--sentences 32]
         [--batch-size 8] [--repeats 3] [--threads 1]
@@ -40,7 +40,7 @@ from common import ewt_sentences, machine_line, make_batches, median, model_inpu
 from olas_utils.align import tokenize_words  # noqa: E402
 from olas_utils.capture import AttentionCapture  # noqa: E402
 from olas_utils.extract import length_buckets, max_tokens  # noqa: E402
-from olas_utils.mixing import BLOCK_ELEMENTS  # noqa: E402
+from olas_utils.mixing import BLOCK_ELEMENTS, BLOCK_ROWS  # noqa: E402
 from olas_utils.mixing_specs import mixing_problem  # noqa: E402
 from olas_utils.zoo import DEFAULT_MODELS, load_model  # noqa: E402
 
@@ -75,8 +75,8 @@ def memory_mib(model, batches) -> tuple[float, float]:
     cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     h, d = cfg.num_attention_heads, cfg.hidden_size
     b, t = max((x["input_ids"].shape for x in batches), key=lambda s: s[0] * s[1] * s[1])
-    block = min(BLOCK_ELEMENTS, b * t * t * d)
-    stream = 2 * b * h * t * t + b * h * t * d + b * t * h * h + 3 * block
+    block = min(BLOCK_ELEMENTS, b * min(BLOCK_ROWS, t) * t * d)
+    stream = 2 * b * h * t * t + b * t * h * d + b * t * h * h + block
     return 4 * stream / 2**20, 4 * b * h * t * t * d / 2**20
 
 
@@ -102,10 +102,12 @@ def bench_model(name: str, sentences: list[list[str]], args) -> dict:
             tot = dict.fromkeys(variants, 0.0)
             for j, b in enumerate(batches):
                 for v in rotated(list(variants), r + j):
-                    tot[v] += timed(lambda: variants[v](b))
+                    tot[v] += timed(lambda v=v, b=b: variants[v](b))
             for v in variants:
                 totals[v].append(tot[v])
-            print(f"  [{name}] repeat {r + 1}/{args.repeats}: " + ", ".join(f"{v} {tot[v]:.2f}s" for v in tot), flush=True)
+            print(
+                f"  [{name}] repeat {r + 1}/{args.repeats}: " + ", ".join(f"{v} {tot[v]:.2f}s" for v in tot), flush=True
+            )
     stream, full = memory_mib(model, batches)
     out = {
         "name": name,
@@ -143,7 +145,9 @@ def main() -> None:
     )
     rows = [bench_model(name, sentences, args) for name in args.models]
     print()
-    print("seconds per pass over all sentences (median of repeats); ratios: median of per-repeat ratios (goal <= 1.30x)")
+    print(
+        "seconds per pass over all sentences (median of repeats); ratios: median of per-repeat ratios (goal <= 1.30x)"
+    )
     print(
         f"{'model':<14} {'N':>3} {'methods':<24} {'tokens':>6} {'Tmax':>4} {'plain s':>8} {'OLA s':>7} "
         f"{'+mixing s':>9} {'OLA/plain':>9} {'mix/plain':>9} {'mix/OLA':>8} {'stream MiB':>10} {'per-head MiB':>12}"

@@ -76,10 +76,12 @@ __all__ = [
     "value_norms",
 ]
 
-#: Elements of one block of ``T_i(x_j)`` vectors (``B × rows × T × d``) built at a time by
-#: :func:`layer_mixing` (2^21 float32 = 8 MiB: blocks that fit in cache were measured faster
-#: than one big block, 17 vs 23 ms for 8 × 42 tokens × 384 on one CPU thread).
-BLOCK_ELEMENTS = 2**21
+#: Query rows of one block of ``T_i(x_j)`` vectors (``B × rows × T × d``) built at a time by
+#: :func:`layer_mixing`: blocks of 16 rows were measured fastest on one CPU thread (8 sentences
+#: × 63 tokens × 768: 68 ms a layer, against 75 ms for 5 rows and 91 ms for all 63 at once).
+BLOCK_ROWS = 16
+#: The most elements one block may hold (2^24 float32 = 64 MiB); long inputs get fewer rows.
+BLOCK_ELEMENTS = 2**24
 
 
 def head_outputs(values: torch.Tensor, out_weight: torch.Tensor) -> torch.Tensor:
@@ -132,7 +134,7 @@ def value_norms(weights: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
 def _quadratic(weights: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
     """``Σ_{h,g} α^h_ij α^g_ij gram_j^{hg}``: ``(B, H, T, T)``, ``(B, T, H, H)`` → ``(B, T, T)``."""
     mixed = torch.einsum("bhij,bjhg->bgij", weights, gram)  # Σ_h α^h_ij gram_j^{hg}
-    return (mixed * weights).sum(1)
+    return mixed.mul_(weights).sum(1)
 
 
 def inverse_scale(inputs: torch.Tensor, eps: float, *, centered: bool) -> torch.Tensor:
@@ -310,20 +312,21 @@ def layer_mixing(
     ffn_gain: torch.Tensor | None = None,
     reconstruct: bool = False,
     block_elements: int = BLOCK_ELEMENTS,
+    overwrite: bool = False,
 ) -> LayerMixing:
     """One layer's ALTI contributions (and GlobEnc norms), streaming: the ``T_i(x_j)`` vectors
-    exist a block of query rows at a time (at most ``block_elements`` values), and only for the
-    keys those rows reach.
+    exist a block of query rows at a time (at most :data:`BLOCK_ROWS` rows and ``block_elements``
+    values, in one buffer reused by every block), and only for the keys those rows reach.
 
     Equal to :func:`contribution_vectors` followed by :func:`alti_from_vectors` /
     :func:`globenc_from_vectors` (the definitions), but with the norms folded into the head
     outputs first: both norms are linear per position, so with ``κ_i = a_i·p_i`` (the
     attention-output and post norms' ``1/rms_i``, ``1/σ_i``; 1 when absent),
-    ``G^h_j = P(A(F^h_j))`` and ``r_i = P(x_i)/a_i`` (gain and centring only, no scale),
-    ``T_i(x_j) = κ_i·V_ij`` with ``V_ij = Σ_h α^h_ij G^h_j + 1[i=j]·r_i``. ALTI's distance is then
-    ``κ_i·‖y_i/κ_i − V_ij‖₁`` (one matrix product and three in-place passes over the block), and
-    GlobEnc's norm ``κ_i·‖γ2 ⊙ centre(V_ij)‖₂`` follows from the per-token head Gram matrix of
-    ``γ2 ⊙ centre(G)`` plus a diagonal term (like :func:`value_norms`: no block at all).
+    ``G^h_j = P(A(F^h_j))`` and ``r_i = P(x_i)/a_i`` (gain and centring only, no scale, applied
+    in place), ``T_i(x_j) = κ_i·V_ij`` with ``V_ij = Σ_h α^h_ij G^h_j + 1[i=j]·r_i``. ALTI's
+    distance is then ``κ_i·‖y_i/κ_i − V_ij‖₁`` (one matrix product and three in-place passes over
+    the block), and GlobEnc's norm ``κ_i·‖γ2 ⊙ centre(V_ij)‖₂`` follows from the per-token head
+    Gram matrix of ``γ2 ⊙ centre(G)`` plus a diagonal term (like :func:`value_norms`: no block).
 
     Args:
         weights: ``(B, H, T, T)`` attention, zero where a query may not look (padding, future,
@@ -338,6 +341,8 @@ def layer_mixing(
         reconstruct: also rebuild ``Σ_j T_i(x_j) + b_i`` from the streamed blocks (and the post
             norm's input from the weights and head outputs) to check the decomposition.
         block_elements: the block budget.
+        overwrite: transform ``heads`` in place (it is garbage afterwards) instead of a copy:
+            saves one ``(B, T, H, d)`` tensor and its allocation.
 
     Returns:
         A :class:`LayerMixing`. ALTI entries are zero where ``i ≠ j`` and no head of query ``i``
@@ -347,37 +352,38 @@ def layer_mixing(
     ones = torch.ones(b, t, dtype=residual.dtype, device=residual.device)
     a_scale = attn_norm.inv_scale if attn_norm is not None else ones
     kappa = a_scale * (post_norm.inv_scale if post_norm is not None else ones)  # (B, T)
-    g, r = heads, residual
-    if attn_norm is not None:
-        g = attn_norm.transform(g)
+    pre_sum = None
+    if reconstruct and post_norm is not None:  # the post norm's input, from the weights and head outputs
+        mixed = torch.einsum("bhij,bjhd->bid", weights, heads)
+        mixed = attn_norm(mixed) if attn_norm is not None else mixed
+        pre_sum = mixed + residual + (out_bias.to(residual.dtype) if out_bias is not None else 0)
+    g = heads if overwrite else heads.clone()
+    r = residual
+    for norm in (attn_norm, post_norm):  # G = P(A(F)), in place
+        if norm is not None:
+            if norm.centered:
+                g.sub_(g.mean(-1, keepdim=True))
+            g.mul_(norm.gain)
     if post_norm is not None:
-        g, r = post_norm.transform(g), post_norm.transform(r)
+        r = post_norm.transform(r)
     r = r / a_scale[..., None]
     reach = (weights > 0).any(1) | torch.eye(t, dtype=torch.bool, device=weights.device)
-    out = LayerMixing()
-    if ffn_gain is not None:
-        g2 = (g - g.mean(-1, keepdim=True)) * ffn_gain  # (B, T, H, d)
-        r2 = (r - r.mean(-1, keepdim=True)) * ffn_gain
-        sq = _quadratic(weights, g2 @ g2.transpose(-1, -2))
-        diag = weights.diagonal(dim1=2, dim2=3)  # (B, H, T): α^h_ii
-        cross = (g2 @ r2[..., None])[..., 0].transpose(1, 2)  # (B, H, T): ⟨G2^h_i, r2_i⟩
-        idx = torch.arange(t, device=weights.device)
-        sq[:, idx, idx] += 2 * (diag * cross).sum(1) + r2.pow(2).sum(-1)
-        out.globenc = sq.clamp_min(0).sqrt() * kappa[:, :, None]
+    out = LayerMixing(pre_norm_sum=pre_sum)
     if alti or reconstruct:
         out.alti = torch.zeros(b, t, t, dtype=residual.dtype, device=residual.device) if alti else None
         rebuilt = torch.zeros_like(residual)
-        g_keys = g.contiguous()  # (B, T_key, H, d)
         y_scaled = outputs / kappa[..., None]
         y_norm = outputs.abs().sum(-1)
-        # blocks that stay in cache (and a causal block reaches only the keys up to its last row)
-        step = max(1, block_elements // max(1, b * t * d))
+        # a causal block reaches only the keys up to its last row
+        step = max(1, min(BLOCK_ROWS, block_elements // max(1, b * t * d)))
+        buf = torch.empty(b * t * min(step, t) * d, dtype=residual.dtype, device=residual.device)
         for start in range(0, t, step):
             stop = min(t, start + step)
             seen = reach[:, start:stop].any(0).any(0).nonzero()
             c0, c1 = int(seen[0]), int(seen[-1]) + 1  # the diagonal is reached: c0 <= start, c1 >= stop
             w_keys = weights[:, :, start:stop, c0:c1].permute(0, 3, 2, 1).contiguous()  # (B, C, R, H)
-            vec = torch.matmul(w_keys, g_keys[:, c0:c1])  # (B, C, R, d): one (R × H)·(H × d) product per key
+            vec = buf[: b * (c1 - c0) * (stop - start) * d].view(b, c1 - c0, stop - start, d)
+            torch.matmul(w_keys, g[:, c0:c1], out=vec)  # one (R × H)·(H × d) product per key
             i = torch.arange(start, stop, device=vec.device)
             vec[:, i - c0, i - start] += r[:, start:stop]
             if reconstruct:
@@ -386,7 +392,7 @@ def layer_mixing(
                 dist = vec.sub_(y_scaled[:, None, start:stop]).abs_().sum(-1).transpose(1, 2)  # (B, R, C)
                 c = (y_norm[:, start:stop, None] - kappa[:, start:stop, None] * dist).clamp_min(0)
                 out.alti[:, start:stop, c0:c1] = c * reach[:, start:stop, c0:c1]
-            del vec
+        del buf
         if reconstruct:
             bias = bias_term(
                 out_bias,
@@ -398,10 +404,15 @@ def layer_mixing(
                 device=residual.device,
             )
             out.reconstruction = rebuilt + bias
-            if post_norm is not None:
-                mixed = torch.einsum("bhij,bjhd->bid", weights, heads)
-                mixed = attn_norm(mixed) if attn_norm is not None else mixed
-                out.pre_norm_sum = mixed + residual + (out_bias.to(residual.dtype) if out_bias is not None else 0)
+    if ffn_gain is not None:
+        g2 = g.sub_(g.mean(-1, keepdim=True)).mul_(ffn_gain)  # γ2 ⊙ centre(G), in place: g is done with
+        r2 = (r - r.mean(-1, keepdim=True)) * ffn_gain
+        sq = _quadratic(weights, g2 @ g2.transpose(-1, -2))
+        diag = weights.diagonal(dim1=2, dim2=3)  # (B, H, T): α^h_ii
+        cross = torch.linalg.vecdot(g2, r2[:, :, None]).transpose(1, 2)  # (B, H, T): ⟨G2^h_i, r2_i⟩
+        idx = torch.arange(t, device=weights.device)
+        sq[:, idx, idx] += 2 * (diag * cross).sum(1) + r2.pow(2).sum(-1)
+        out.globenc = sq.clamp_min(0).sqrt() * kappa[:, :, None]
     return out
 
 

@@ -8,8 +8,8 @@ layer runs.
 :class:`olas_utils.capture.AttentionCapture` owns both: it installs the hooks on entering its
 ``with`` block, hands every layer's attention weights (and, on the ``"interface"`` path, its
 value vectors) to the active pass, and removes the hooks on exit. Alive at any time: one
-layer's per-head weights ``(B, H, T, T)`` and head outputs ``(B, T, H, d)``, and one block of
-``T_i(x_j)`` vectors (:data:`olas_utils.mixing.BLOCK_ELEMENTS`).
+layer's per-head weights ``(B, H, T, T)``, value vectors, head outputs ``(B, T, H, d)`` and one
+block of ``T_i(x_j)`` vectors (:data:`olas_utils.mixing.BLOCK_ROWS` query rows).
 """
 
 from __future__ import annotations
@@ -290,6 +290,7 @@ class MixingPass:
             alti="alti" in self.plan,
             ffn_gain=ffn_gain,
             reconstruct=self.reconstruct,
+            overwrite=True,
         )
         st.weights = st.heads = st.residual = st.attn_norm = None
         if res.alti is not None:

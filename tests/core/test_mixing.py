@@ -105,7 +105,9 @@ def test_post_ln_alti_against_numpy():
     # the definitions (contribution_vectors, then alti_from_vectors / globenc_from_vectors) agree
     vec = contribution_vectors(tt[0], tt[1], tt[2], slice(0, t), post_norm=post)
     torch.testing.assert_close(alti_from_vectors(vec, tt[3])[0], torch.tensor(ref), rtol=0, atol=1e-10)
-    torch.testing.assert_close(globenc_from_vectors(vec, torch.tensor(gamma2))[0], torch.tensor(ref_g), rtol=0, atol=1e-10)
+    torch.testing.assert_close(
+        globenc_from_vectors(vec, torch.tensor(gamma2))[0], torch.tensor(ref_g), rtol=0, atol=1e-10
+    )
     torch.testing.assert_close(lm.reconstruction, tt[3], rtol=0, atol=1e-10)  # Σ_j T_i(x_j) + b_i = y_i
     torch.testing.assert_close(lm.pre_norm_sum, tt[4], rtol=0, atol=1e-10)
 
@@ -120,11 +122,18 @@ def test_streamed_alti_equals_its_definition(norms):
     w[1, :, 3:] = 0
     w[1, :, :, 3:] = 0
     w = w / w.sum(-1, keepdim=True).clamp_min(1e-30)
-    f, x = torch.randn(b, t, h, d, generator=g, dtype=torch.float64), torch.randn(b, t, d, generator=g, dtype=torch.float64)
+    f, x = (
+        torch.randn(b, t, h, d, generator=g, dtype=torch.float64),
+        torch.randn(b, t, d, generator=g, dtype=torch.float64),
+    )
     f[1, 3:], x[1, 3:] = 0, 0
 
     def norm(centered):
-        return LinearisedNorm(torch.rand(d, generator=g, dtype=torch.float64) + 0.5, torch.rand(b, t, generator=g, dtype=torch.float64) + 0.5, centered)
+        return LinearisedNorm(
+            torch.rand(d, generator=g, dtype=torch.float64) + 0.5,
+            torch.rand(b, t, generator=g, dtype=torch.float64) + 0.5,
+            centered,
+        )
 
     attn = norm(False) if norms in ("attn", "both") else None
     post = norm(True) if norms in ("post", "both") else None
@@ -147,7 +156,10 @@ def explicit_value_norms(model, input_ids, attention_mask):
     on the attention module's own input (hooked)."""
     attn_mods = [m for m in model.modules() if type(m).__name__ in ("BertSelfAttention", "LlamaAttention")]
     seen = []
-    hs = [m.register_forward_pre_hook(lambda mod, a, k: seen.append(a[0] if a else k["hidden_states"]), with_kwargs=True) for m in attn_mods]
+    hs = [
+        m.register_forward_pre_hook(lambda mod, a, k: seen.append(a[0] if a else k["hidden_states"]), with_kwargs=True)
+        for m in attn_mods
+    ]
     with torch.no_grad():
         out = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
     for hk in hs:
