@@ -235,7 +235,7 @@ class AttentionCapture:
             :data:`~olas_utils.mixing_specs.MIXING_SPECS` entry for the model's attention.
         keep_mixing_layers: also keep each mixing method's raw per-layer matrices.
         reconstruct: keep, per layer, the block output rebuilt from the ALTI decomposition
-            (:attr:`olas_utils.mixing_capture.MixingPass.reconstructions`), to check it.
+            (the ``reconstructions`` of :class:`olas_utils.mixing_capture.MixingPass`), to check it.
 
     Attention implementations: inside the ``with`` block the ``"interface"`` path runs the
     model's own eager attention whatever the model was loaded with; a model loaded with an

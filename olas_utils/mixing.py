@@ -383,7 +383,8 @@ def layer_mixing(
             c0, c1 = int(seen[0]), int(seen[-1]) + 1  # the diagonal is reached: c0 <= start, c1 >= stop
             w_keys = weights[:, :, start:stop, c0:c1].permute(0, 3, 2, 1).contiguous()  # (B, C, R, H)
             vec = buf[: b * (c1 - c0) * (stop - start) * d].view(b, c1 - c0, stop - start, d)
-            torch.matmul(w_keys, g[:, c0:c1], out=vec)  # one (R × H)·(H × d) product per key
+            for k in range(b):  # per sentence, so that g's key slice needs no copy
+                torch.matmul(w_keys[k], g[k, c0:c1], out=vec[k])  # one (R × H)·(H × d) product per key
             i = torch.arange(start, stop, device=vec.device)
             vec[:, i - c0, i - start] += r[:, start:stop]
             if reconstruct:
