@@ -354,3 +354,19 @@ def test_output_attentions_path_refuses_mixing():
     model = BioGptForCausalLM(cfg).eval()
     with pytest.raises(ValueError, match="MIXING_SPECS.*BioGptAttention"):
         AttentionCapture(model, max_order=1, mixing=("valuenorm",))
+
+
+def test_low_precision_model_mixes_in_fp32(tiny_lm):
+    lm = tiny_lm("llama")
+    keys = ["valuenorm", "alti", "alti:2"]
+    ref = extract_ola(lm.model, lm.tokenizer, SENTS, orders=(1,), mixing=keys, progress=False)
+    lm.model.to(torch.bfloat16)
+    try:
+        res = extract_ola(lm.model, lm.tokenizer, SENTS, orders=(1,), mixing=keys, progress=False)
+    finally:
+        lm.model.to(torch.float32)
+    for key in keys:
+        for a, b in zip(ref[key], res[key]):
+            assert a.dtype == b.dtype == torch.float32 and torch.isfinite(b).all()
+            scale = 2.0**3 if key == "valuenorm" else 1.0  # rollout of 3 layers
+            assert ((a - b).abs().max() / scale).item() < 0.05, key  # bf16 rounding of the weights only
