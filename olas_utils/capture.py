@@ -29,6 +29,12 @@ A model loaded with an implementation that returns no attention weights (``"sdpa
 instead, with a ``UserWarning`` saying so; an architecture without an eager attention path
 is a clear ``ValueError`` before anything is changed.
 
+Context-mixing baselines (``mixing=("valuenorm", "alti", ...)``, :mod:`olas_utils.mixing`)
+come from the same pass: hooks installed from :data:`olas_utils.mixing_specs.MIXING_SPECS`
+(:mod:`olas_utils.mixing_capture`) read each layer's residual input, norm statistics and block
+output, and the attention function (or MPNet's hook) hands over the per-head weights and value
+vectors; each layer's matrices are folded and dropped before the next layer runs.
+
 Threads: a capture holds a per-model re-entrant lock inside its ``with`` block, so two
 threads extracting with one model take turns (exact results; the implementation restored
 is the one from before either began). :attr:`AttentionCapture.observed_causal` says whether
@@ -46,7 +52,7 @@ import threading
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
@@ -58,6 +64,9 @@ from olas_utils.architecture import (
     missing_eager_attention,
     num_attention_layers,
 )
+from olas_utils.mixing import mixing_plan
+from olas_utils.mixing_capture import MixingHooks, MixingPass
+from olas_utils.mixing_specs import mixing_problem
 from olas_utils.ola import OrderAccumulator, check_orders
 
 __all__ = [
@@ -102,6 +111,7 @@ class _ForwardState:
     valid: torch.Tensor
     calls: list[int]
     upper: bool | None = None  # weight above the diagonal in some layer (None: T < 2)
+    mixing: MixingPass | None = None
 
     def fold(self, module: torch.nn.Module, weights: torch.Tensor) -> None:
         if weights is None:
@@ -178,6 +188,8 @@ def _olas_attention(module, query, key, value, attention_mask, **kwargs):
             attention_mask = attention_mask.float()
     out, weights = eager(module, query, key, value, attention_mask, **kwargs)
     state.fold(module, weights)
+    if state.mixing is not None:
+        state.mixing.attention(state.capture.mixing_hooks.site(module), weights, value)
     return out.to(dtype), None
 
 
@@ -217,6 +229,13 @@ class AttentionCapture:
             (negative counts from the last layer) — the first/last-layer baselines.
         path: force a capture path (``"interface"``, ``"hook"``, ``"output_attentions"``);
             default :func:`capture_path`.
+        mixing: context-mixing keys to accumulate in the same pass (``"valuenorm"``,
+            ``"alti:2"``, ``"globenc"``, ...; :func:`olas_utils.mixing.mixing_plan`); read them
+            from :meth:`forward_with_mixing`. Needs the ``"interface"`` or ``"hook"`` path and a
+            :data:`~olas_utils.mixing_specs.MIXING_SPECS` entry for the model's attention.
+        keep_mixing_layers: also keep each mixing method's raw per-layer matrices.
+        reconstruct: keep, per layer, the block output rebuilt from the ALTI decomposition
+            (the ``reconstructions`` of :class:`olas_utils.mixing_capture.MixingPass`), to check it.
 
     Attention implementations: inside the ``with`` block the ``"interface"`` path runs the
     model's own eager attention whatever the model was loaded with; a model loaded with an
@@ -231,7 +250,9 @@ class AttentionCapture:
         TypeError, ValueError: for what is not an encoder-only or decoder-only transformer
             (:func:`check_model`).
         ValueError: if ``max_order`` is outside ``0..N``; on entering, if the architecture
-            has no eager attention path (``eager_attention_forward``) to capture.
+            has no eager attention path (``eager_attention_forward``) to capture; mixing keys
+            the model cannot give (:func:`~olas_utils.mixing_specs.mixing_problem`, naming
+            what is missing) or that are not mixing keys.
     """
 
     def __init__(
@@ -242,6 +263,9 @@ class AttentionCapture:
         rollout: bool = False,
         keep_layers: Sequence[int] = (),
         path: str | None = None,
+        mixing: Iterable[str] = (),
+        keep_mixing_layers: bool = False,
+        reconstruct: bool = False,
     ) -> None:
         check_model(model)
         self.model = model
@@ -253,6 +277,16 @@ class AttentionCapture:
         self.path = path or capture_path(model)
         if self.path not in ("interface", "hook", "output_attentions"):
             raise ValueError(f"unknown capture path {self.path!r}")
+        self.mixing_plan = mixing_plan(mixing, self.num_layers)
+        self.keep_mixing_layers, self.reconstruct = keep_mixing_layers, reconstruct
+        self.mixing_hooks: MixingHooks | None = None
+        if self.mixing_plan:
+            why = mixing_problem(model, self.mixing_plan)
+            if why is None and self.path not in ("interface", "hook"):
+                why = f"the {self.path!r} capture path hands out no value vectors or hidden states"
+            if why is not None:
+                raise ValueError(f"cannot extract {sorted(self.mixing_plan)}: {why}")
+            self.mixing_hooks = MixingHooks(model, lambda: getattr(_ACTIVE.get(), "mixing", None))
         self._handles: list[Any] = []
         self._previous_impl: Any = None
         self._saved_impls: list[tuple[Any, Any]] = []
@@ -275,7 +309,11 @@ class AttentionCapture:
             ]
             try:
                 self._switch(impl)
+                if self.mixing_hooks is not None:
+                    self.mixing_hooks.install()
             except BaseException:
+                if self.mixing_hooks is not None:
+                    self.mixing_hooks.remove()
                 self._restore()
                 raise
         except BaseException:
@@ -328,6 +366,8 @@ class AttentionCapture:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+        if self.mixing_hooks is not None:
+            self.mixing_hooks.remove()
         self._restore()
         if self._entered:
             self._entered = False
@@ -349,6 +389,8 @@ class AttentionCapture:
                 if state is None:
                     return output
                 state.fold(mod, output[spec.weights_index])
+                if state.mixing is not None:
+                    state.mixing.attention(self.mixing_hooks.site(mod), output[spec.weights_index])
                 return tuple(o for i, o in enumerate(output) if i != spec.weights_index)
 
             self._handles.append(module.register_forward_pre_hook(pre_hook, with_kwargs=True))
@@ -366,7 +408,8 @@ class AttentionCapture:
 
     @torch.no_grad()
     def forward(self, *, attention_mask: torch.Tensor, **inputs: Any) -> OrderAccumulator:
-        """Run the model on one batch and return the filled accumulator.
+        """Run the model on one batch and return the filled OLA accumulator (mixing maps, if
+        any were asked for, are computed too: :meth:`forward_with_mixing` returns them).
 
         Args:
             attention_mask: ``(batch, T)`` 1 at real tokens, 0 at (right) padding.
@@ -382,6 +425,24 @@ class AttentionCapture:
                 float16): names the layer and dtype and advises float32 or bfloat16; checked
                 before causality, so an overflow is never reported as a config mismatch.
         """
+        return self.forward_with_mixing(attention_mask=attention_mask, **inputs)[0]
+
+    @torch.no_grad()
+    def forward_with_mixing(
+        self, *, attention_mask: torch.Tensor, **inputs: Any
+    ) -> tuple[OrderAccumulator, MixingPass | None]:
+        """:meth:`forward`, also returning the pass's context-mixing state.
+
+        Returns:
+            ``(accumulator, mixing)``: ``mixing`` is a
+            :class:`~olas_utils.mixing_capture.MixingPass` whose ``accumulators[method]``
+            (:class:`~olas_utils.mixing.MixingAccumulator`) hold ``(batch, T, T)`` maps, or
+            None when the capture was made without mixing keys.
+
+        Raises:
+            The errors of :meth:`forward`; RuntimeError if a mixing method did not receive
+            every layer (a spec that does not fit the model).
+        """
         if not self._entered:
             raise RuntimeError("AttentionCapture.forward must be called inside `with AttentionCapture(...)`")
         valid = attention_mask.bool()
@@ -391,6 +452,14 @@ class AttentionCapture:
                 inputs.setdefault(name, value)
         acc = self.new_accumulator()
         state = _ForwardState(self, acc, valid, [])
+        if self.mixing_plan:
+            state.mixing = MixingPass(
+                self.mixing_plan,
+                self.num_layers,
+                valid,
+                keep_layers=self.keep_mixing_layers,
+                reconstruct=self.reconstruct,
+            )
         if self.path == "output_attentions":
             out = self.model(attention_mask=attention_mask, output_attentions=True, **inputs)
             if not getattr(out, "attentions", None) or any(w is None for w in out.attentions):
@@ -419,7 +488,9 @@ class AttentionCapture:
                 f"captured {acc.n_added} attention layers but the model has {self.num_layers}: "
                 f"the {self.path!r} capture path does not fit {type(self.model).__name__}"
             )
-        return acc
+        if state.mixing is not None:
+            state.mixing.check_complete()
+        return acc, state.mixing
 
     def _check_layer_order(self, calls: list[int]) -> None:
         if len(set(calls)) != len(calls):

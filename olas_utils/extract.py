@@ -16,9 +16,22 @@ Stable names of what can be extracted (keys of :class:`OLAMaps`; parsed and form
 ``"ola:k"``         order-k OLA, ``k`` in ``0..N``
 ``"rollout"``       attention rollout ``Π (A(i) + I)``, unnormalised (Abnar & Zuidema, 2020)
 ``"layer:i"``       head-averaged attention of layer ``i`` (0-based; ``-1`` = last layer)
+``"valuenorm"``     value-norm rollout ``Π (M(i) + I)``, ``M(i)`` layer i's value norms
+                    ``‖Σ_h α^h_ij f^h(x_j)‖₂`` row-normalised (Kobayashi et al., 2020)
+``"alti"``          ALTI ``Π C(i)``, ``C(i)`` layer i's row-normalised contributions
+                    ``max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁)`` (Ferrando et al., 2022)
+``"globenc"``       GlobEnc ``Π G(i)``, ``G(i)`` the row-normalised norms of ``T_i(x_j)``
+                    through both layer norms of a post-LN encoder layer (Modarressi et al.,
+                    2022); post-LN encoders only
+``"valuenorm:k"``   order-k decomposition of the per-layer matrices (the OLA recurrence:
+``"alti:k"``        sum over the ``C(N, k)`` ordered products of k distinct layers, divided
+``"globenc:k"``     by ``C(N, k)``); ``"alti:1"`` is the mean per-layer ALTI matrix
 ==================  =========================================================================
 
-The per-layer mean attention baseline is ``"ola:1"`` (identical by definition).
+The per-layer mean attention baseline is ``"ola:1"`` (identical by definition). Mixing keys
+(``extract_ola(..., mixing=("alti", "valuenorm:2"))``) come from the same forward pass as OLA
+(:mod:`olas_utils.mixing`, ``docs/method.md#context-mixing``); their raw per-layer matrices
+from :func:`mixing_layers`.
 
 ``attention="uniform"`` replaces every layer's attention by uniform attention
 (:mod:`olas_utils.uniform`) and runs no forward pass: the *tokenizer-only control*, through
@@ -50,7 +63,7 @@ from olas_utils.ola import OrderAccumulator, check_orders
 from olas_utils.uniform import uniform_attention
 from olas_utils.vocabulary import MapKey
 
-__all__ = ["OLAMaps", "extract_ola", "max_tokens", "length_buckets", "parse_key", "ATTENTIONS"]
+__all__ = ["OLAMaps", "extract_ola", "mixing_layers", "max_tokens", "length_buckets", "parse_key", "ATTENTIONS"]
 
 #: values of ``extract_ola(attention=...)``: the model's own attention, or uniform attention
 #: (the tokenizer-only control; no forward pass).
@@ -58,15 +71,17 @@ ATTENTIONS = ("model", "uniform")
 
 
 def parse_key(key: str, num_layers: int) -> tuple[str, int | None]:
-    """Split a map name (``"ola:2"``, ``"rollout"``, ``"layer:-1"``) into kind and index.
+    """Split a map name (``"ola:2"``, ``"rollout"``, ``"layer:-1"``, ``"alti:2"``, ``"valuenorm"``)
+    into kind and index.
 
     Args:
         key: the map name (or a :class:`~olas_utils.vocabulary.MapKey`).
         num_layers: N, the model's number of layers (bounds the index).
 
     Returns:
-        ``(kind, index)``: kind ``"ola"``, ``"rollout"`` or ``"layer"``; index the order
-        (``0..N``), None for rollout, or the layer as given (``-N..N-1``).
+        ``(kind, index)``: kind ``"ola"``, ``"rollout"``, ``"layer"`` or a mixing method
+        (``"valuenorm"``, ``"alti"``, ``"globenc"``); index the order (``0..N``), None for
+        rollout and bare mixing keys, or the layer as given (``-N..N-1``).
 
     Raises:
         ValueError: on an unknown name or an index out of range.
@@ -75,12 +90,33 @@ def parse_key(key: str, num_layers: int) -> tuple[str, int | None]:
         k = MapKey.parse(key)
     except ValueError as e:
         raise ValueError(
-            f"unknown map name {key!r} ({e}): use 'ola:K' (K in 0..{num_layers}), 'rollout' or 'layer:I'"
+            f"unknown map name {key!r} ({e}): use 'ola:K' (K in 0..{num_layers}), 'rollout', 'layer:I', or a "
+            "mixing key: 'valuenorm', 'alti', 'globenc', each also with ':K'"
         ) from None
-    if k.method == "ola":
+    if k.method == "ola" or (k.mixing and k.index is not None):
         check_orders([k.index], num_layers)
     k.check(num_layers)
     return k.method, k.index
+
+
+def _mixing_keys(mixing: Iterable[str]) -> list[str]:
+    """The mixing keys as canonical names, each once, in the given order (no model needed)."""
+    if isinstance(mixing, (str, bytes, MapKey)) or not isinstance(mixing, Iterable):
+        raise TypeError(f"mixing must be a collection of keys, e.g. mixing=({str(mixing)!r},), got {mixing!r}")
+    out: list[str] = []
+    for key in mixing:
+        try:
+            k = MapKey.parse(key)
+        except ValueError as e:
+            raise ValueError(f"unknown map name {key!r} in mixing ({e})") from None
+        if not k.mixing:
+            raise ValueError(
+                f"{str(k)!r} is not a context-mixing key: mixing takes 'valuenorm', 'alti', 'globenc' and their "
+                "orders ('alti:2'); OLA orders, rollout and layers have their own arguments"
+            )
+        if str(k) not in out:
+            out.append(str(k))
+    return out
 
 
 def max_tokens(model: torch.nn.Module, tokenizer) -> int | None:
@@ -151,8 +187,9 @@ def extract_ola(
     attention: str = "model",
     pooling: str | None = None,
     check_tokenizer: bool = True,
+    mixing: Iterable[str] = (),
 ) -> OLAMaps:
-    """Extract order-k OLA (and rollout and single-layer baselines) for sentences.
+    """Extract order-k OLA (and rollout, single-layer and context-mixing baselines) for sentences.
 
     Sentences are tokenised with word ids (:func:`~olas_utils.align.tokenize_words`),
     bucketed by length, right-padded, and run through the model once per batch with a
@@ -194,11 +231,22 @@ def extract_ola(
             (:func:`~olas_utils.architecture.check_tokenizer`); False skips that check for a
             pair you know belongs together (a tokenizer you extended on purpose). Ids outside
             the embedding table are refused either way.
+        mixing: context-mixing keys computed in the same forward pass (default none):
+            ``"valuenorm"``, ``"alti"``, ``"globenc"`` and their orders ``"valuenorm:k"``,
+            ``"alti:k"``, ``"globenc:k"`` (module docstring, :mod:`olas_utils.mixing`). Every
+            other key is bit-identical with and without them. ``"globenc"`` needs a post-LN
+            encoder; an architecture without a
+            :data:`~olas_utils.mixing_specs.MIXING_SPECS` entry is refused (OLA keys still work
+            without ``mixing``). Word pooling treats them like attention maps: their per-layer
+            matrices are row-stochastic over the visible tokens, so neutral pooling divides by the
+            same aggregation of uniform per-layer matrices (:func:`olas_utils.uniform.uniform_reference`),
+            and Clark pooling averages a word's rows and sums its columns (contributions of a
+            word's subwords add up).
 
     Returns:
-        :class:`OLAMaps` with keys ``"ola:k"`` for each order, ``"rollout"``, ``"layer:i"``;
-        each value a list of B float32 CPU tensors, ``(T_i, T_i)`` (subword) or
-        ``(W_i, W_i)`` (word).
+        :class:`OLAMaps` with keys ``"ola:k"`` for each order, ``"rollout"``, ``"layer:i"``
+        and the ``mixing`` keys; each value a list of B float32 CPU tensors, ``(T_i, T_i)``
+        (subword) or ``(W_i, W_i)`` (word).
 
     Warns:
         UserWarning: with ``truncation="warn"`` when a sentence is cut; when the model was
@@ -226,7 +274,16 @@ def extract_ola(
         FloatingPointError: a layer's attention is NaN or infinite (float16 overflow): names
             the layer and dtype and says to use float32 or bfloat16 (never reported as a
             causality mismatch).
+        ValueError: ``mixing`` with ``attention="uniform"``, a key in ``mixing`` that is not a
+            mixing key, or mixing keys the model cannot give (naming what is missing).
     """
+    mixing = _mixing_keys(mixing)
+    if mixing and attention == "uniform":
+        raise ValueError(
+            f"mixing={mixing} needs the model's value vectors and hidden states, but attention='uniform' runs no "
+            "forward pass (it replaces attention by uniform attention). Extract mixing keys with attention='model'; "
+            "their tokenizer-only reference is what neutral pooling divides by (olas_utils.uniform.uniform_reference)"
+        )
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
     if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Iterable):
@@ -253,6 +310,8 @@ def extract_ola(
     wanted = check_orders(orders, n_layers)
     layers = list(layers)
     layer_idx = [parse_key(MapKey.layer(i), n_layers)[1] % n_layers for i in layers]
+    for key in mixing:
+        parse_key(key, n_layers)
     if device is not None:
         from olas_utils.settings import resolve_device
 
@@ -269,6 +328,7 @@ def extract_ola(
         [str(MapKey.ola(k)) for k in wanted]
         + ([str(MapKey("rollout"))] if rollout else [])
         + [str(MapKey.layer(i)) for i in layers]
+        + mixing
     )
     out: dict[str, list] = {k: [None] * len(lengths) for k in keys}
     word_ids = [batch_all.word_ids[i, : lengths[i]].clone() for i in range(len(lengths))]
@@ -278,7 +338,7 @@ def extract_ola(
     capture = (
         contextlib.nullcontext()
         if uniform
-        else AttentionCapture(model, max_order=max(wanted), rollout=rollout, keep_layers=layer_idx)
+        else AttentionCapture(model, max_order=max(wanted), rollout=rollout, keep_layers=layer_idx, mixing=mixing)
     )
     with capture as cap:
         for idx in tqdm(
@@ -301,7 +361,7 @@ def extract_ola(
                 for w in windows:  # each layer's own sliding window (None: full attention)
                     acc.add_layer(uniform_attention(inputs["attention_mask"], causal=causal, window=w).double())
             else:
-                acc = cap.forward(**inputs)
+                acc, mix = cap.forward_with_mixing(**inputs)
                 if cap.observed_causal is not None and cap.observed_causal != causal:
                     _causality_mismatch(model, causal)
             results = {str(MapKey.ola(k)): acc.ola(k) for k in wanted}
@@ -309,11 +369,16 @@ def extract_ola(
                 results[str(MapKey("rollout"))] = acc.rollout_map()
             for i_req, i_abs in zip(layers, layer_idx):
                 results[str(MapKey.layer(i_req))] = acc.layers[i_abs]
+            for key in mixing:
+                k = MapKey.parse(key)
+                m = mix.accumulators[k.method]
+                results[key] = m.aggregate() if k.index is None else m.order(k.index)
             for key, val in results.items():
                 val = val.float().cpu()
                 for row, i in enumerate(idx):
                     out[key][i] = val[row, : lengths[i], : lengths[i]].contiguous()
             del acc, results
+            mix = None
     res = OLAMaps(
         maps=out,
         tokens=batch_all.tokens,
@@ -329,3 +394,68 @@ def extract_ola(
         windows=windows,
     )
     return res.to_words(pooling or "neutral") if level == "word" else res
+
+
+@torch.no_grad()
+def mixing_layers(
+    model: torch.nn.Module,
+    tokenizer,
+    sentences: Sequence[Sequence[str]],
+    *,
+    methods: Iterable[str] = ("valuenorm", "alti"),
+    normalised: bool = False,
+    batch_size: int = 8,
+    truncation: str = "error",
+) -> dict[str, list[torch.Tensor]]:
+    """Each layer's context-mixing matrix, per sentence, at subword level (special tokens included).
+
+    The same forward pass and per-layer matrices as :func:`extract_ola`'s mixing keys
+    (:mod:`olas_utils.mixing`), before they are aggregated over layers.
+
+    Args:
+        model: encoder-only or decoder-only Hugging Face model (eval mode) whose attention class
+            has a :data:`~olas_utils.mixing_specs.MIXING_SPECS` entry.
+        tokenizer: its fast tokenizer.
+        sentences: B sentences, each a list of words.
+        methods: ``"valuenorm"`` (``‖Σ_h α^h_ij f^h(x_j)‖₂``, hidden-state units), ``"alti"``
+            (``max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁)``, L1 units), ``"globenc"`` (post-LN encoders:
+            the L2 norm of ``T_i(x_j)`` through both layer norms).
+        normalised: rows scaled to sum 1 (as the keys aggregate them) instead of raw.
+        batch_size: sentences per forward pass (right padding; results do not depend on it).
+        truncation: as in :func:`extract_ola`.
+
+    Returns:
+        ``{method: [(N, T_i, T_i) float32 CPU tensor per sentence]}``.
+
+    Raises:
+        ValueError: an unknown method or one the model cannot give (naming what is missing),
+            and the errors of :func:`extract_ola`.
+    """
+    from olas_utils.mixing import row_normalise
+
+    methods = list(dict.fromkeys(methods))
+    keys = _mixing_keys(methods)
+    if any(":" in k for k in keys):
+        raise ValueError(f"methods are names without an order ('valuenorm', 'alti', 'globenc'), got {methods}")
+    check_model(model)
+    if model.training:
+        raise RuntimeError("the model is in training mode (dropout on attention); call model.eval() first")
+    check_tokenizer_fits(model, tokenizer)
+    batch_all = tokenize_words(tokenizer, sentences, max_length=max_tokens(model, tokenizer), truncation=truncation)
+    check_tokenizer_fits(model, tokenizer, batch_all.input_ids)
+    lengths = batch_all.lengths
+    dev = next(model.parameters()).device
+    out: dict[str, list] = {m: [None] * len(lengths) for m in keys}
+    with AttentionCapture(model, max_order=0, mixing=[f"{m}:0" for m in keys], keep_mixing_layers=True) as cap:
+        for idx in length_buckets(lengths, batch_size):
+            t = max(lengths[i] for i in idx)
+            mask = batch_all.attention_mask[idx, :t].to(dev)
+            _, mix = cap.forward_with_mixing(input_ids=batch_all.input_ids[idx, :t].to(dev), attention_mask=mask)
+            for m in keys:
+                layers = mix.accumulators[m].raw_layers
+                if normalised:
+                    layers = [row_normalise(x, mask.bool()) for x in layers]
+                stack = torch.stack(layers, 1).float().cpu()  # (B, N, T, T)
+                for row, i in enumerate(idx):
+                    out[m][i] = stack[row, :, : lengths[i], : lengths[i]].contiguous()
+    return out

@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import torch
 
-from olas_utils.vocabulary import MapKey
+from olas_utils.vocabulary import KEY_METHODS, MapKey
 
 __all__ = ["uniform_attention", "uniform_reference"]
 
@@ -98,15 +98,20 @@ def _reference(
     else:
         by_w = {w: uniform_attention(torch.ones(1, t), causal=causal, window=w).to(torch.float64) for w in set(windows)}
         layers = [by_w[w] for w in windows]
-    if parsed is not None and parsed.method == "ola":
-        k = parsed.order
+    mixing = parsed is not None and parsed.mixing
+    if mixing and parsed.index is None and KEY_METHODS[parsed.method].bare == "product":
+        out = layers[0]
+        for u in layers[1:]:
+            out = u @ out  # Π U(i), higher layer on the left
+    elif parsed is not None and (parsed.method == "ola" or (mixing and parsed.index is not None)):
+        k = parsed.index
         if k > num_layers:
             raise ValueError(f"order {k} is outside 0..{num_layers}")
         acc = OrderAccumulator(max_order=k, num_layers=num_layers, dtype=torch.float64)
         for u in layers:
             acc.add_layer(u)
         out = acc.ola(k)
-    elif parsed is not None and parsed.method == "rollout":
+    elif parsed is not None and (parsed.method == "rollout" or mixing):
         acc = OrderAccumulator(max_order=0, num_layers=num_layers, rollout=True, dtype=torch.float64)
         for u in layers:
             acc.add_layer(u)
@@ -117,7 +122,9 @@ def _reference(
             raise ValueError(f"layer {i} is outside -{num_layers}..{num_layers - 1}")
         out = layers[i]
     else:
-        raise ValueError(f"no uniform reference for key {key!r}: use 'ola:k', 'rollout' or 'layer:i'")
+        raise ValueError(
+            f"no uniform reference for key {key!r}: use 'ola:k', 'rollout', 'layer:i' or a mixing key ('alti', 'alti:k', ...)"
+        )
     return out[0].to(torch.float32)
 
 
@@ -129,7 +136,10 @@ def uniform_reference(
     ``"ola:k"``: order-k OLA of the N uniform layers (``U^k`` when they are identical; ``U``
     itself for an encoder, since ``U·U = U``; ``I`` for k = 0); ``"rollout"``: ``Π(U_i + I)``
     (unnormalised, like :meth:`olas_utils.ola.OrderAccumulator.rollout_map`); ``"layer:i"``:
-    ``U_i``. With ``windows``, layer ``i``'s ``U_i`` is :func:`uniform_attention` with window
+    ``U_i``. Context-mixing keys (:mod:`olas_utils.mixing`) aggregate row-stochastic per-layer
+    matrices over the visible tokens, whose uniform counterpart is ``U_i`` too (every visible
+    token contributes alike): ``"alti:k"`` etc. are order k of the ``U_i`` like ``"ola:k"``,
+    ``"valuenorm"`` is ``Π(U_i + I)`` like rollout, ``"alti"`` and ``"globenc"`` are ``Π U_i``. With ``windows``, layer ``i``'s ``U_i`` is :func:`uniform_attention` with window
     ``windows[i]``. Computed in float64 with the same recurrence as real maps, cached per
     ``(key, T, causal, N, windows that bind at T)``; windows of at least T tokens change
     nothing (the result is the very tensor computed without them).

@@ -8,9 +8,9 @@ one label table and one parser, used by every layer (``docs/method.md#controls``
   condition names of notebooks 03/04, long labels of 02's text). A new control (e.g. a
   half-random copy) is one new member and one new row.
 * :class:`MapKey` — the name of an extracted map (``"ola:2"``, ``"rollout"``,
-  ``"layer:-1"``): :meth:`MapKey.parse` / ``str(key)`` are the one parser and formatter, and
-  :data:`KEY_METHODS` the one list of methods (new ones such as ``alti``, ``alti:k``,
-  ``valuenorm`` or ``flow`` are one new row). Maps are still stored under the string.
+  ``"layer:-1"``, ``"alti:2"``, ``"valuenorm"``): :meth:`MapKey.parse` / ``str(key)`` are the one
+  parser and formatter, and :data:`KEY_METHODS` the one list of methods (a new one such as
+  ``flow`` is one new row). Maps are still stored under the string.
 * families — ``"encoder"`` / ``"causal"`` (:func:`family_of`).
 
 Importing this module does no work and imports nothing of the package.
@@ -177,19 +177,37 @@ class KeyMethod:
     Attributes:
         index: ``"none"`` (``"rollout"``), ``"order"`` (``0..N``: ``"ola:k"``) or
             ``"layer"`` (``-N..N-1``: ``"layer:i"``).
-        optional: the index may be left out (e.g. a future ``"alti"`` beside ``"alti:k"``).
+        optional: the index may be left out (``"alti"`` beside ``"alti:k"``).
+        bare: for an order method whose index may be left out, what the bare key aggregates
+            over the N per-layer matrices ``M(1..N)`` (higher layer on the left):
+            ``"rollout"``, ``Π (M(i) + I)`` (unnormalised, like attention rollout), or
+            ``"product"``, ``Π M(i)`` (ALTI's aggregation; the residual is already in ``M``).
+        mixing: a context-mixing method (:mod:`olas_utils.mixing`): its per-layer matrices
+            come from the model's value vectors and hidden states, not from attention alone.
     """
 
     index: str
     optional: bool = False
+    bare: str | None = None
+    mixing: bool = False
+
+    def __post_init__(self) -> None:
+        if self.bare not in (None, "rollout", "product"):
+            raise ValueError(f"bare must be None, 'rollout' or 'product', got {self.bare!r}")
 
 
-#: The map methods a key may name. A new method (``"alti"``, ``"valuenorm"``, ``"flow"``)
-#: is one more row; extraction must learn to produce it before it is added.
+#: The map methods a key may name. A new method (``"flow"``) is one more row; extraction
+#: must learn to produce it before it is added. The context-mixing methods
+#: (``docs/method.md#context-mixing``): ``"valuenorm:k"`` / ``"alti:k"`` / ``"globenc:k"`` are the
+#: order-k decompositions of their row-normalised per-layer matrices (the OLA recurrence),
+#: the bare keys their aggregation over all layers.
 KEY_METHODS: dict[str, KeyMethod] = {
     "ola": KeyMethod("order"),
     "rollout": KeyMethod("none"),
     "layer": KeyMethod("layer"),
+    "valuenorm": KeyMethod("order", optional=True, bare="rollout", mixing=True),
+    "alti": KeyMethod("order", optional=True, bare="product", mixing=True),
+    "globenc": KeyMethod("order", optional=True, bare="product", mixing=True),
 }
 
 
@@ -260,6 +278,11 @@ class MapKey:
         """The OLA order of an ``"ola:k"`` key, else None."""
         return self.index if self.method == "ola" else None
 
+    @property
+    def mixing(self) -> bool:
+        """Whether this key names a context-mixing map (``"alti:2"``, ``"valuenorm"``, ...)."""
+        return KEY_METHODS[self.method].mixing
+
     def check(self, num_layers: int) -> MapKey:
         """This key, if a model of ``num_layers`` layers has it.
 
@@ -288,6 +311,18 @@ KEY_LABELS: dict[str, str] = {
     "rollout": "attention rollout",
     "layer:0": "first-layer attention",
     "layer:-1": "last-layer attention",
+    "valuenorm": "value-norm rollout (Kobayashi et al. 2020)",
+    "valuenorm:1": "value-norm order 1 (= per-layer mean value norms)",
+    "valuenorm:2": "value-norm order 2",
+    "valuenorm:3": "value-norm order 3",
+    "alti": "ALTI (Ferrando et al. 2022)",
+    "alti:1": "ALTI order 1 (= per-layer mean contributions)",
+    "alti:2": "ALTI order 2",
+    "alti:3": "ALTI order 3",
+    "globenc": "GlobEnc (Modarressi et al. 2022)",
+    "globenc:1": "GlobEnc order 1 (= per-layer mean attributions)",
+    "globenc:2": "GlobEnc order 2",
+    "globenc:3": "GlobEnc order 3",
 }
 
 

@@ -37,7 +37,7 @@ def test_uniform_reference_against_brute_force(causal):
     )
     torch.testing.assert_close(uniform_reference("layer:-1", t, causal=causal, num_layers=n).double(), u)
     with pytest.raises(ValueError, match="no uniform reference"):
-        uniform_reference("alti", t, causal=causal, num_layers=n)
+        uniform_reference("nosuch", t, causal=causal, num_layers=n)
 
 
 def test_neutral_pooling_hand_computed_encoder():

@@ -48,7 +48,21 @@ def test_key_builders_format_like_the_parser():
 
 @pytest.mark.parametrize(
     "bad",
-    ["ola:x", "ola:-1", "rolout", "ola", "ola:", "rollout:1", "layer:1.5", "layer", "", "ola:2:3", "OLA:1", "alti:2"],
+    [
+        "ola:x",
+        "ola:-1",
+        "rolout",
+        "ola",
+        "ola:",
+        "rollout:1",
+        "layer:1.5",
+        "layer",
+        "",
+        "ola:2:3",
+        "OLA:1",
+        "nosuch:2",
+        "alti:1.5",
+    ],
 )
 def test_bad_keys_are_refused(bad):
     with pytest.raises(ValueError):
