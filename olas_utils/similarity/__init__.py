@@ -9,7 +9,7 @@ tested on an unseen target model.
 Modules:
 
 - ``ssim``, ``ssim_kernels``: batched SSIM of all pairs (torchmetrics' definition);
-- ``retrieval``: Pearson matrix, true-match ranks, Hit@k, the retrieval table;
+- ``retrieval``: Pearson matrix, true-match ranks, Hit@k, per-pair ranks, the retrieval table;
 - ``images``: one OLA map → a pre-processed ``S × S`` image (the protocols);
 - ``imagecache``: the image cache, one subpackage with a small interface — write or resume
   a cache (``extract_protocols``, ``extract_to_cache``, ``cache_complete``), open, read and
@@ -28,10 +28,21 @@ from __future__ import annotations
 
 from olas_utils.similarity.retrieval import (
     hit_at_k,
+    hit_rate,
     pearson_matrix,
+    retrieval_ranks,
     retrieval_table,
     true_match_ranks,
 )
 from olas_utils.similarity.ssim import gaussian_window, ssim_matrix
 
-__all__ = ["gaussian_window", "ssim_matrix", "pearson_matrix", "true_match_ranks", "hit_at_k", "retrieval_table"]
+__all__ = [
+    "gaussian_window",
+    "ssim_matrix",
+    "pearson_matrix",
+    "true_match_ranks",
+    "hit_rate",
+    "hit_at_k",
+    "retrieval_ranks",
+    "retrieval_table",
+]

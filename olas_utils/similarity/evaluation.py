@@ -1,4 +1,5 @@
-"""Evaluation of a trained visual classifier on clean images: logits and top-1 / top-5 accuracy.
+"""Evaluation of a trained visual classifier on clean images: logits, the rank of each image's
+true class, and top-1 / top-5 accuracy (a reduction of those ranks).
 
 Images are never augmented here, only standardised per image and channel
 (:func:`olas_utils.similarity.inputs.standardize`); :func:`evaluate` on the images of an
@@ -19,7 +20,15 @@ from torch import nn
 from olas_utils.similarity.inputs import as_images, standardize
 from olas_utils.similarity.result import ClassifierResult
 
-__all__ = ["Accuracy", "predict_logits", "evaluate", "batched_logits", "accuracy_and_loss"]
+__all__ = [
+    "Accuracy",
+    "class_ranks",
+    "predict_logits",
+    "predict_ranks",
+    "evaluate",
+    "batched_logits",
+    "accuracy_and_loss",
+]
 
 
 _EVAL_BATCH = 256
@@ -63,12 +72,33 @@ def batched_logits(
     return torch.cat(out)
 
 
+def class_ranks(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """0-based rank of each image's true class among its logits: the classes scoring higher,
+    plus those scoring the same with a lower index (the first index wins a tie, as
+    ``argmax`` does), so ``rank == 0`` exactly when ``argmax`` is the true class. A NaN
+    logit counts as −∞ (a NaN true score is never a hit).
+
+    Args:
+        logits: ``(n, n_classes)``.
+        labels: ``(n,)`` true classes.
+
+    Returns:
+        ``(n,)`` int64 tensor in ``0..n_classes-1``.
+    """
+    logits = torch.nan_to_num(logits.float(), nan=float("-inf"))
+    labels = labels.to(logits.device).long()
+    true = logits.gather(1, labels[:, None])
+    earlier = torch.arange(logits.shape[1], device=logits.device)[None, :] < labels[:, None]
+    return ((logits > true).sum(1) + ((logits == true) & earlier).sum(1)).long()
+
+
 def accuracy_and_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, float, float]:
     """``(top1, top5, cross-entropy loss)`` of ``(n, n_classes)`` logits against ``(n,)``
-    labels (top-5 among all classes when there are fewer than 5)."""
-    top1 = (logits.argmax(1) == labels).float().mean().item()
-    k = min(5, logits.shape[1])
-    top5 = (logits.topk(k, dim=1).indices == labels[:, None]).any(1).float().mean().item()
+    labels: top-k is the fraction of :func:`class_ranks` below k (top-5 among all classes
+    when there are fewer than 5)."""
+    ranks = class_ranks(logits, labels)
+    top1 = (ranks < 1).float().mean().item()
+    top5 = (ranks < 5).float().mean().item()
     loss = F.cross_entropy(logits, labels).item()
     return top1, top5, loss
 
@@ -112,6 +142,40 @@ def predict_logits(
     return batched_logits(net, x, dev, batch_size)
 
 
+def _labels(labels: Any, n: int, n_classes: int) -> torch.Tensor:
+    y = torch.arange(n) if labels is None else torch.as_tensor(np.asarray(labels), dtype=torch.long).flatten()
+    if y.numel() != n:
+        raise ValueError(f"{y.numel()} labels for {n} images")
+    if y.numel() and (y.min() < 0 or y.max() >= n_classes):
+        raise ValueError(f"labels must be in 0..{n_classes - 1}")
+    return y
+
+
+def predict_ranks(
+    result: ClassifierResult,
+    images: Any,
+    labels: Any = None,
+    *,
+    device: str | torch.device | None = None,
+    batch_size: int = _EVAL_BATCH,
+) -> np.ndarray:
+    """The rank of each image's true chunk among the classifier's scores (:func:`class_ranks`;
+    0 = top-1 hit): the per-image outcomes that :func:`evaluate` reduces to accuracy.
+
+    Args:
+        result, images, labels, device, batch_size: as in :func:`evaluate`.
+
+    Returns:
+        ``(n,)`` int64 array.
+
+    Raises:
+        ValueError: as :func:`evaluate`.
+    """
+    logits = predict_logits(result, images, device=device, batch_size=batch_size)
+    y = _labels(labels, logits.shape[0], result.n_classes)
+    return class_ranks(logits, y).numpy()
+
+
 def evaluate(
     result: ClassifierResult,
     images: Any,
@@ -130,18 +194,13 @@ def evaluate(
         batch_size: images per forward pass.
 
     Returns:
-        :class:`Accuracy` ``(top1, top5, n)``.
+        :class:`Accuracy` ``(top1, top5, n)``: the fractions of :func:`predict_ranks` below
+        1 and 5.
 
     Raises:
         ValueError: on a shape mismatch (see :func:`predict_logits`), labels of another
             length, or labels outside ``0..n_classes-1``.
     """
-    logits = predict_logits(result, images, device=device, batch_size=batch_size)
-    n = logits.shape[0]
-    y = torch.arange(n) if labels is None else torch.as_tensor(np.asarray(labels), dtype=torch.long).flatten()
-    if y.numel() != n:
-        raise ValueError(f"{y.numel()} labels for {n} images")
-    if y.numel() and (y.min() < 0 or y.max() >= result.n_classes):
-        raise ValueError(f"labels must be in 0..{result.n_classes - 1}")
-    top1, top5, _ = accuracy_and_loss(logits, y)
-    return Accuracy(top1=top1, top5=top5, n=n)
+    ranks = predict_ranks(result, images, labels, device=device, batch_size=batch_size)
+    n = int(ranks.shape[0])
+    return Accuracy(top1=float((ranks < 1).mean()), top5=float((ranks < 5).mean()), n=n)

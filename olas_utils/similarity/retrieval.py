@@ -1,9 +1,12 @@
-"""Cross-model retrieval scores: Pearson matrix, true-match ranks, Hit@k, the retrieval table.
+"""Cross-model retrieval scores: Pearson matrix, true-match ranks, Hit@k, the per-pair ranks and
+the retrieval table.
 
 The paper's retrieval test (Liang et al., NeurIPS 2025; ``docs/method.md#retrieval``): for
 each of the 1,000 OLA images of a *target* model, rank the 1,000 images of a *source*
 model by SSIM (:func:`olas_utils.similarity.ssim.ssim_matrix`) and report Hit@1 /
 Hit@5, the fraction of target images whose own sentence is ranked first / in the top 5.
+Every Hit@k is a reduction of the per-item ranks (:func:`hit_rate` of
+:func:`true_match_ranks`), so the saved ranks (:func:`retrieval_ranks`) reproduce the tables.
 
 Importing this module does no work.
 """
@@ -19,7 +22,16 @@ from tqdm.auto import tqdm
 
 from olas_utils.similarity.ssim import ArrayLike, ssim_matrix
 
-__all__ = ["METRICS", "check_metric", "pearson_matrix", "true_match_ranks", "hit_at_k", "retrieval_table"]
+__all__ = [
+    "METRICS",
+    "check_metric",
+    "pearson_matrix",
+    "true_match_ranks",
+    "hit_rate",
+    "hit_at_k",
+    "retrieval_ranks",
+    "retrieval_table",
+]
 
 
 #: Image similarities of :func:`retrieval_table`: ``"ssim"`` (the paper's) and ``"pearson"``.
@@ -110,6 +122,18 @@ def true_match_ranks(sim: ArrayLike, *, ties: str = "pessimistic") -> np.ndarray
     return ((s >= true).sum(1) - 1).astype(np.int64)  # minus the true key itself
 
 
+def hit_rate(ranks, k: int) -> float:
+    """Hit@k of 0-based true-match ranks: the fraction with ``rank < k`` (NaN for no ranks).
+
+    Raises:
+        ValueError: on ``k < 1``.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    r = np.asarray(ranks)
+    return float((r < k).mean()) if r.size else float("nan")
+
+
 def hit_at_k(sim: ArrayLike, k: int, *, ties: str = "pessimistic") -> float:
     """Hit@k: the fraction of queries whose own key (index i) is among the top k of row i.
 
@@ -119,15 +143,72 @@ def hit_at_k(sim: ArrayLike, k: int, *, ties: str = "pessimistic") -> float:
         ties: tie rule of :func:`true_match_ranks` (default pessimistic: ties count against).
 
     Returns:
-        A fraction in [0, 1].
+        A fraction in [0, 1] (:func:`hit_rate` of :func:`true_match_ranks`).
 
     Raises:
         ValueError: on ``k < 1`` or an invalid ``sim`` (see :func:`true_match_ranks`).
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    ranks = true_match_ranks(sim, ties=ties)
-    return float((ranks < k).mean()) if len(ranks) else float("nan")
+    return hit_rate(true_match_ranks(sim, ties=ties), k)
+
+
+def retrieval_ranks(
+    images_by_model: Mapping[str, ArrayLike],
+    metric: str = "ssim",
+    *,
+    ties: str = "pessimistic",
+    progress: bool = True,
+    **ssim_kwargs,
+) -> list[dict]:
+    """The rank of every target image's true match, for every ordered pair of models.
+
+    For target T and source S, each image i of T queries all images of S; its outcome is the
+    0-based rank of S's image i (:func:`true_match_ranks` with ``ties``). Both metrics are
+    symmetric, so each unordered pair is computed once and its transpose serves the other
+    direction. :func:`retrieval_table` is the reduction of these ranks to Hit@k.
+
+    Args:
+        images_by_model: ``{model: (n, H, W) or (n, C, H, W) images}``, the same chunks in
+            the same order for every model (e.g. ``CachedImages.images("ola:1")``).
+        metric: ``"ssim"`` (:func:`ssim_matrix`, paper) or ``"pearson"``
+            (:func:`pearson_matrix`).
+        ties: tie rule (see :func:`true_match_ranks`).
+        progress: progress bar over model pairs.
+        **ssim_kwargs: passed to :func:`ssim_matrix`.
+
+    Returns:
+        One dict per ordered pair (target ≠ source), in the order of the mapping:
+        ``{"target", "source", "metric", "n", "ranks"}``, ``ranks`` an ``(n,)`` int64 array
+        (entry i: chunk i's true match).
+
+    Raises:
+        ValueError: fewer than two models, different numbers of images or image shapes,
+            or an unknown metric.
+    """
+    check_metric(metric)
+    names = list(images_by_model)
+    if len(names) < 2:
+        raise ValueError(f"need at least two models, got {names}")
+    shapes = {n: tuple(np.shape(images_by_model[n])) for n in names}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"all models need the same number and shape of images, got {shapes}")
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
+    sims: dict[tuple[str, str], torch.Tensor] = {}
+    for a, b in tqdm(pairs, desc=f"retrieval ({metric})", disable=not progress, unit="pair"):
+        if metric == "ssim":
+            sims[a, b] = ssim_matrix(images_by_model[a], images_by_model[b], **ssim_kwargs).cpu()
+        else:
+            sims[a, b] = pearson_matrix(images_by_model[a], images_by_model[b]).cpu()
+    rows = []
+    for t in names:
+        for s in names:
+            if s == t:
+                continue
+            sim = sims[t, s] if (t, s) in sims else sims[s, t].t()
+            ranks = true_match_ranks(sim, ties=ties)
+            rows.append({"target": t, "source": s, "metric": metric, "n": int(sim.shape[0]), "ranks": ranks})
+    return rows
 
 
 def retrieval_table(
@@ -139,11 +220,11 @@ def retrieval_table(
     progress: bool = True,
     **ssim_kwargs,
 ) -> list[dict]:
-    """Hit@k retrieval between every ordered pair of models.
+    """Hit@k retrieval between every ordered pair of models: :func:`retrieval_ranks` reduced
+    by :func:`hit_rate`.
 
     For target T and source S, each image i of T queries all images of S; a hit is image
-    i of S (the same chunk) in the top k. Both metrics are symmetric, so each unordered pair
-    is computed once and its transpose serves the other direction.
+    i of S (the same chunk) in the top k.
 
     Args:
         images_by_model: ``{model: (n, H, W) or (n, C, H, W) images}``, the same chunks in
@@ -168,21 +249,8 @@ def retrieval_table(
         ValueError: fewer than two models, different numbers of images or image shapes,
             or an unknown metric.
     """
-    check_metric(metric)
-    names = list(images_by_model)
-    if len(names) < 2:
-        raise ValueError(f"need at least two models, got {names}")
-    shapes = {n: tuple(np.shape(images_by_model[n])) for n in names}
-    if len(set(shapes.values())) != 1:
-        raise ValueError(f"all models need the same number and shape of images, got {shapes}")
-    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
-    sims: dict[tuple[str, str], torch.Tensor] = {}
-    for a, b in tqdm(pairs, desc=f"retrieval ({metric})", disable=not progress, unit="pair"):
-        if metric == "ssim":
-            sims[a, b] = ssim_matrix(images_by_model[a], images_by_model[b], **ssim_kwargs).cpu()
-        else:
-            sims[a, b] = pearson_matrix(images_by_model[a], images_by_model[b]).cpu()
-    n_items = int(shapes[names[0]][0]) if shapes[names[0]] else 0
+    ranked = retrieval_ranks(images_by_model, metric, ties=ties, progress=progress, **ssim_kwargs)
+    n_items = ranked[0]["n"]
     trivial = [k for k in ks if k >= n_items]
     if trivial:
         warnings.warn(
@@ -193,13 +261,9 @@ def retrieval_table(
             stacklevel=2,
         )
     rows = []
-    for t in names:
-        for s in names:
-            if s == t:
-                continue
-            sim = sims[t, s] if (t, s) in sims else sims[s, t].t()
-            row = {"target": t, "source": s, "metric": metric, "n": int(sim.shape[0])}
-            for k in ks:
-                row[f"hit@{k}"] = float("nan") if k >= n_items else hit_at_k(sim, k, ties=ties)
-            rows.append(row)
+    for r in ranked:
+        row = {k: r[k] for k in ("target", "source", "metric", "n")}
+        for k in ks:
+            row[f"hit@{k}"] = float("nan") if k >= n_items else hit_rate(r["ranks"], k)
+        rows.append(row)
     return rows

@@ -1,9 +1,12 @@
 """Cross-LM OLA similarity (notebook 02), the computation: extraction of every model and
-control into the image cache, SSIM/Pearson retrieval tables and the visual classifier.
-Figures and the comparison with the paper are in :mod:`olas_utils.studies.crosslm_report`.
+control into the image cache, the per-item outcomes of SSIM/Pearson retrieval (the rank of
+every chunk's true match, per ordered model pair) and of the visual classifier (the rank of
+every test image's true chunk, per seed). Every table is computed from these items by
+:mod:`olas_utils.studies.crosslm_stats` (intervals, verdicts); figures and the comparison
+with the paper are in :mod:`olas_utils.studies.crosslm_report`.
 
-The notebook calls these functions in order (then :mod:`~olas_utils.studies.crosslm_report`'s);
-profiles (sizes) live in :data:`PROFILES`.
+The notebook calls these functions in order (then those two modules'); profiles (sizes)
+live in :data:`PROFILES`.
 Families are compared among themselves, as in the paper (encoders with encoders, causal
 LMs with causal LMs); a model's family is read from its config (``LoadedModel.is_causal``).
 """
@@ -21,18 +24,35 @@ from olas_utils.studies.depth import orders_for
 from olas_utils.studies.profiles import ClassifierSettings, CrossLMProfile
 from olas_utils.vocabulary import FAMILIES, Control, MapKey
 
-__all__ = ["PROFILES", "ImageSet", "extract_images", "retrieval_frame", "retrieval_summary", "classifier_frame"]
+__all__ = [
+    "PROFILES",
+    "RETRIEVAL_ITEM_COLUMNS",
+    "CLASSIFIER_ITEM_COLUMNS",
+    "ImageSet",
+    "extract_images",
+    "retrieval_items",
+    "classifier_frame",
+]
 
 
 _U, _R, _S = Control.TOKENIZER_ONLY, Control.RANDOM_WEIGHTS, Control.SHUFFLED_LAYERS
 _BASELINES = ("rollout", "layer:0", "layer:-1")
 _PROTOCOLS = ("released", "paper", "word")
 
+#: Columns of :func:`retrieval_items`: one row per (…, target, source, chunk); ``rank`` is the
+#: 0-based rank of the chunk's true match among the source's images (a hit@k when < k).
+RETRIEVAL_ITEM_COLUMNS = ("family", "control", "protocol", "key", "metric", "target", "source", "chunk", "rank")
+#: Columns of the classifier's items (:func:`classifier_frame`): one row per test image of
+#: the unseen target and seed; ``rank`` is the true chunk's 0-based rank among the classes.
+CLASSIFIER_ITEM_COLUMNS = ("family", "control", "target", "key", "protocol", "seed", "chunk", "rank")
+
 #: Notebook 02 sizes per profile (``models=None``: the default zoo). Every control runs on
 #: every protocol; the uniform control costs no forward pass, and each model (and control
 #: copy) runs once for all protocols. Retrieval of the controls uses SSIM only (the paper's
 #: metric); the trained models also get Pearson. A model shallower than an order has no
-#: images of it and is left out of that order's comparisons.
+#: images of it and is left out of that order's comparisons. The classifier trains every
+#: network (the trained models' and each control's) once per seed of ``classifier.seeds``;
+#: the quick profile caps it at 10 epochs (12 before it had 3 seeds) to keep its run time.
 PROFILES: dict[str, CrossLMProfile] = {
     "smoke": CrossLMProfile(
         models=("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"),
@@ -42,7 +62,14 @@ PROFILES: dict[str, CrossLMProfile] = {
         protocols=_PROTOCOLS,
         controls=(_U, _R),
         classifier=ClassifierSettings(
-            keys=("ola:1",), epochs=2, patience=1, controls=(_U,), protocol="paper", targets="last", refit=False
+            keys=("ola:1",),
+            epochs=2,
+            patience=1,
+            controls=(_U,),
+            protocol="paper",
+            targets="last",
+            refit=False,
+            seeds=(0, 1),
         ),
         batch_size=4,
     ),
@@ -54,7 +81,14 @@ PROFILES: dict[str, CrossLMProfile] = {
         protocols=_PROTOCOLS,
         controls=(_U, _R, _S),
         classifier=ClassifierSettings(
-            keys=("ola:1",), epochs=12, patience=3, controls=(_U, _R), protocol="paper", targets="last", refit=False
+            keys=("ola:1",),
+            epochs=10,
+            patience=3,
+            controls=(_U, _R),
+            protocol="paper",
+            targets="last",
+            refit=False,
+            seeds=(0, 1, 2),
         ),
         batch_size=8,
     ),
@@ -73,6 +107,7 @@ PROFILES: dict[str, CrossLMProfile] = {
             protocol="paper",
             targets="all",
             refit=True,
+            seeds=(0, 1, 2),
         ),
         batch_size=16,
     ),
@@ -204,27 +239,40 @@ def _as_control(c) -> Control | None:
         return None
 
 
-def retrieval_frame(
+def _items_frame(columns: dict[str, list], names: Sequence[str]) -> pd.DataFrame:
+    """A long items frame: string columns categorical (small in memory and on disk)."""
+    df = pd.DataFrame(columns, columns=list(names))
+    for c in names:
+        if c in ("chunk", "rank", "seed"):
+            df[c] = df[c].astype(np.int32)
+        else:
+            df[c] = df[c].astype("category")
+    return df
+
+
+def retrieval_items(
     images: ImageSet,
     *,
     metrics: Sequence[str] = ("ssim", "pearson"),
     control_metrics: Sequence[str] = ("ssim",),
     progress: bool = True,
 ) -> pd.DataFrame:
-    """Hit@1 and Hit@5 for every ordered model pair within each family, for every control,
-    protocol, key and metric (``metrics`` for the trained models, ``control_metrics`` for
-    the controls). Ties follow each protocol's rule
-    (:data:`olas_utils.similarity.images.TIES`: pessimistic, or first-index-wins for
-    ``"released"``). Only pairs of models that have the key.
+    """The rank of every chunk's true match, for every ordered model pair within each
+    family, control, protocol, key and metric (``metrics`` for the trained models,
+    ``control_metrics`` for the controls): the per-item outcomes every retrieval table is
+    computed from (:mod:`olas_utils.studies.crosslm_stats`). Ranks come from
+    :func:`olas_utils.similarity.retrieval_ranks`, the code path of Hit@k; ties follow each
+    protocol's rule (:data:`olas_utils.similarity.images.TIES`: pessimistic, or
+    first-index-wins for ``"released"``). Only pairs of models that have the key.
 
     Returns:
-        A DataFrame with columns ``family, control, protocol, key, metric, target, source,
-        n, hit@1, hit@5`` (fractions; chance is ``1/n`` and ``5/n``).
+        A DataFrame with :data:`RETRIEVAL_ITEM_COLUMNS` (strings as categoricals, ``chunk``
+        and ``rank`` int32), one row per (…, target, source, chunk).
     """
-    from olas_utils.similarity import retrieval_table
+    from olas_utils.similarity import retrieval_ranks
     from olas_utils.similarity.images import TIES
 
-    rows = []
+    cols: dict[str, list] = {c: [] for c in RETRIEVAL_ITEM_COLUMNS}
     for (control, protocol), caches in images.caches.items():
         for family in FAMILIES:
             fam = [m for m in images.family_models(family) if m in caches]
@@ -236,47 +284,21 @@ def retrieval_frame(
                     continue
                 imgs = images.images(control, protocol, key, have)
                 for metric in metrics if control == Control.TRAINED.ident else control_metrics:
-                    for r in retrieval_table(imgs, metric=metric, ks=(1, 5), ties=TIES[protocol], progress=False):
-                        rows.append(
-                            {
-                                "family": family,
-                                "control": control,
-                                "protocol": protocol,
-                                "key": key,
-                                "metric": metric,
-                                "target": r["target"],
-                                "source": r["source"],
-                                "n": r["n"],
-                                "hit@1": r["hit@1"],
-                                "hit@5": r["hit@5"],
-                            }
-                        )
-    return pd.DataFrame(rows)
-
-
-def retrieval_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean, min and max Hit@1/Hit@5 over the ordered model pairs of each family.
-
-    Returns:
-        One row per ``(protocol, family, control, key, metric)`` with ``pairs``,
-        ``hit@1``, ``hit@1 min``, ``hit@1 max``, ``hit@5``, ``hit@5 min``, ``hit@5 max``
-        (fractions) and ``chance@1`` (``1/n``).
-    """
-    g = frame.groupby(["protocol", "family", "control", "key", "metric"], sort=False)
-    out = g.agg(
-        pairs=("hit@1", "size"),
-        n=("n", "first"),
-        **{
-            "hit@1": ("hit@1", "mean"),
-            "hit@1 min": ("hit@1", "min"),
-            "hit@1 max": ("hit@1", "max"),
-            "hit@5": ("hit@5", "mean"),
-            "hit@5 min": ("hit@5", "min"),
-            "hit@5 max": ("hit@5", "max"),
-        },
-    ).reset_index()
-    out["chance@1"] = 1.0 / out["n"]
-    return out
+                    for r in retrieval_ranks(imgs, metric=metric, ties=TIES[protocol], progress=False):
+                        n = len(r["ranks"])
+                        for c, v in (
+                            ("family", family),
+                            ("control", control),
+                            ("protocol", protocol),
+                            ("key", key),
+                            ("metric", metric),
+                            ("target", r["target"]),
+                            ("source", r["source"]),
+                        ):
+                            cols[c].extend([v] * n)
+                        cols["chunk"].extend(range(n))
+                        cols["rank"].extend(r["ranks"].tolist())
+    return _items_frame(cols, RETRIEVAL_ITEM_COLUMNS)
 
 
 def classifier_frame(
@@ -289,14 +311,14 @@ def classifier_frame(
     refit: bool = True,
     patience: int | None = None,
     controls: Sequence[Control | str] = (),
-    seed: int = 0,
+    seeds: Sequence[int] = (0,),
     progress: bool = True,
-) -> pd.DataFrame:
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The visual classifier: for each family and each target model, a ResNet-18 trained on
     the other models of the family (the sources) is tested on the unseen target, one map key
     (one channel) at a time — for the trained models and for each control (trained and
-    tested on that control's images). A key is skipped for a target that lacks it, and
-    models that lack it are not sources.
+    tested on that control's images), once per seed. A key is skipped for a target that
+    lacks it, and models that lack it are not sources.
 
     Early stopping never uses the target: with two or more sources, the last source is held
     out and training stops once its accuracy has not improved for ``patience`` epochs (then,
@@ -311,18 +333,31 @@ def classifier_frame(
         patience: early-stopping patience in epochs (None: train all ``epochs``).
         controls: controls to train and test the same way (e.g. ``[Control.TOKENIZER_ONLY,
             Control.RANDOM_WEIGHTS]``, or their identifiers).
+        seeds: training seeds; every network is trained once per seed (the same seeds for
+            the trained models and the controls, so their margins pair by seed).
 
     Returns:
-        A DataFrame with columns ``family, control, target, sources, key, protocol,
-        source_top1`` (the chosen network on its own training images, no augmentation),
-        ``heldout_source, heldout_top1`` (the held-out source at the chosen epoch),
-        ``top1, top5`` (the unseen target), ``n, chance, max_epochs, epochs_run,
-        chosen_epoch, selection`` and ``curve`` (held-out accuracy per epoch, ``;``-joined).
+        ``(runs, items)``. ``runs``: one row per (family, control, target, key, seed) with
+        columns ``family, control, target, sources, key, protocol, seed, source_top1`` (the
+        chosen network on its own training images, no augmentation), ``heldout_source,
+        heldout_top1`` (the held-out source at the chosen epoch), ``top1, top5`` (the
+        unseen target), ``n, chance, max_epochs, epochs_run, chosen_epoch, capped`` (the
+        epoch cap stopped it while the held-out accuracy was still at its best: a lower
+        bound), ``selection`` and ``curve`` (held-out accuracy per epoch, ``;``-joined).
+        ``items``: :data:`CLASSIFIER_ITEM_COLUMNS`, the rank of every target image's true
+        chunk per seed (``top1``/``top5`` are its fractions below 1 and 5).
+
+    Raises:
+        ValueError: no seed, or a repeated one.
     """
     from olas_utils.similarity.classifier import train_classifier
-    from olas_utils.similarity.evaluation import evaluate
+    from olas_utils.similarity.evaluation import evaluate, predict_ranks
 
+    seeds = [int(s) for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be one or more different integers, got {seeds}")
     rows = []
+    cols: dict[str, list] = {c: [] for c in CLASSIFIER_ITEM_COLUMNS}
     for control in [Control.TRAINED.ident, *(Control.parse(c).ident for c in controls)]:
         for family in FAMILIES:
             fam = images.family_models(family)
@@ -335,40 +370,55 @@ def classifier_frame(
                     if target not in have or not sources:
                         continue  # the target (or every source) is shallower than this order
                     imgs = images.images(control, protocol, key, have)
-                    res = train_classifier(
-                        {m: imgs[m] for m in sources},
-                        epochs=epochs,
-                        seed=seed,
-                        refit=refit and len(sources) >= 2,
-                        patience=patience,
-                        progress=progress,
-                    )
-                    fit = [m for m in res.train_models]
-                    src = float(np.mean([evaluate(res, imgs[m]).top1 for m in fit]))
-                    acc = evaluate(res, imgs[target])
-                    held = res.selection.split(":", 1)[1] if res.selection.startswith("source:") else res.selection
-                    rows.append(
-                        {
-                            "family": family,
-                            "control": control,
-                            "target": target,
-                            "sources": ", ".join(sources),
-                            "key": key,
-                            "protocol": protocol,
-                            "source_top1": src,
-                            "heldout_source": held,
-                            "heldout_top1": res.selection_top1[res.chosen_epoch - 1]
-                            if res.selection_top1
-                            else float("nan"),
-                            "top1": acc.top1,
-                            "top5": acc.top5,
-                            "n": acc.n,
-                            "chance": 1.0 / acc.n,
-                            "max_epochs": epochs,
-                            "epochs_run": len(res.train_loss),
-                            "chosen_epoch": res.chosen_epoch,
-                            "selection": res.selection,
-                            "curve": ";".join(f"{v:.3f}" for v in res.selection_top1),
-                        }
-                    )
-    return pd.DataFrame(rows)
+                    for seed in seeds:
+                        res = train_classifier(
+                            {m: imgs[m] for m in sources},
+                            epochs=epochs,
+                            seed=seed,
+                            refit=refit and len(sources) >= 2,
+                            patience=patience,
+                            progress=progress,
+                        )
+                        src = float(np.mean([evaluate(res, imgs[m]).top1 for m in res.train_models]))
+                        ranks = predict_ranks(res, imgs[target])
+                        n = int(ranks.shape[0])
+                        held = res.selection.split(":", 1)[1] if res.selection.startswith("source:") else res.selection
+                        run = len(res.train_loss)
+                        rows.append(
+                            {
+                                "family": family,
+                                "control": control,
+                                "target": target,
+                                "sources": ", ".join(sources),
+                                "key": key,
+                                "protocol": protocol,
+                                "seed": seed,
+                                "source_top1": src,
+                                "heldout_source": held,
+                                "heldout_top1": res.selection_top1[res.chosen_epoch - 1]
+                                if res.selection_top1
+                                else float("nan"),
+                                "top1": float((ranks < 1).mean()),
+                                "top5": float((ranks < 5).mean()),
+                                "n": n,
+                                "chance": 1.0 / n,
+                                "max_epochs": epochs,
+                                "epochs_run": run,
+                                "chosen_epoch": res.chosen_epoch,
+                                "capped": bool(run == epochs and res.chosen_epoch == run),
+                                "selection": res.selection,
+                                "curve": ";".join(f"{v:.3f}" for v in res.selection_top1),
+                            }
+                        )
+                        for c, v in (
+                            ("family", family),
+                            ("control", control),
+                            ("target", target),
+                            ("key", key),
+                            ("protocol", protocol),
+                            ("seed", seed),
+                        ):
+                            cols[c].extend([v] * n)
+                        cols["chunk"].extend(range(n))
+                        cols["rank"].extend(ranks.tolist())
+    return pd.DataFrame(rows), _items_frame(cols, CLASSIFIER_ITEM_COLUMNS)

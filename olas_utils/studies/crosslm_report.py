@@ -1,6 +1,9 @@
 """What notebook 02 shows of its run: Hit@k heatmaps per family, the same chunk's image
-across models, and a comparison with the paper's reported ranges in which every number is
-taken from the run's tables (:mod:`olas_utils.studies.crosslm` computes them)."""
+across models, OLA against its strongest control with error bars, the sizes beside each
+table, and a reading of the results in which every number, interval and verdict is taken
+from the run's tables (:mod:`olas_utils.studies.crosslm` computes the items,
+:mod:`olas_utils.studies.crosslm_stats` the tables; :func:`verdict_frame` is re-exported
+from there)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import numpy as np
 import pandas as pd
 
 from olas_utils.studies.crosslm import ImageSet
+from olas_utils.studies.crosslm_stats import verdict_frame
+from olas_utils.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES, N_RESAMPLES, VERDICTS
 from olas_utils.vocabulary import CAUSAL, ENCODER, FAMILIES, KEY_LABELS, Control, key_label
 
 __all__ = [
@@ -17,8 +22,10 @@ __all__ = [
     "key_label",
     "hit_matrix_figure",
     "example_pairs_figure",
+    "interval_figure",
     "verdict_frame",
     "protocol_frame",
+    "sizes_note",
     "comparison_markdown",
 ]
 
@@ -141,43 +148,18 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
-def verdict_frame(summary: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
-    """Trained-model Hit@1 against the *strongest* control, per protocol, family and key.
+def _ci(est: float, low: float, high: float) -> str:
+    """``"58.3 % [50.1, 66.0]"``: a fraction in percent with its interval."""
+    return f"{100 * est:.1f} % [{100 * low:.1f}, {100 * high:.1f}]"
 
-    Args:
-        summary: :func:`olas_utils.studies.crosslm.retrieval_summary` of a run.
-        metric: the retrieval metric compared.
 
-    Returns:
-        One row per ``(protocol, family, key)`` with ``ola_hit@1`` (the trained models'
-        mean over ordered pairs), ``strongest_control``, ``control_hit@1``, ``margin``
-        (difference, fractions) and ``beats_controls`` (True when the trained models are
-        strictly above every control); empty when the run has no control.
-    """
-    s = summary[summary.metric == metric]
-    rows = []
-    for (protocol, family, key), g in s.groupby(["protocol", "family", "key"], sort=False):
-        trained = g[g.control == _TRAINED]
-        ctrl = g[g.control != _TRAINED]
-        if trained.empty or ctrl.empty:
-            continue
-        best = ctrl.loc[ctrl["hit@1"].idxmax()]
-        h = float(trained["hit@1"].iloc[0])
-        rows.append(
-            {
-                "protocol": protocol,
-                "family": family,
-                "key": key,
-                "ola_hit@1": h,
-                "strongest_control": best["control"],
-                "control_hit@1": float(best["hit@1"]),
-                "margin": h - float(best["hit@1"]),
-                "beats_controls": bool(h > best["hit@1"]),
-                "pairs": int(trained["pairs"].iloc[0]),
-                "n": int(trained["n"].iloc[0]),
-            }
-        )
-    return pd.DataFrame(rows)
+def _pts(est: float, low: float, high: float) -> str:
+    """A margin in percentage points with its interval, signed."""
+    return f"{100 * est:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}]"
+
+
+def _control_name(ident: str) -> str:
+    return CONTROL_LABELS.get(ident, ident)
 
 
 def protocol_frame(summary: pd.DataFrame, *, metric: str = "ssim", value: str = "hit@1") -> pd.DataFrame:
@@ -193,108 +175,307 @@ def protocol_frame(summary: pd.DataFrame, *, metric: str = "ssim", value: str = 
     return t[cols].reset_index()
 
 
-def comparison_markdown(summary: pd.DataFrame, classifier: pd.DataFrame | None, *, n_chunks: int) -> str:
-    """What the run shows, every number taken from ``summary`` / ``classifier`` (nothing
-    typed in): per protocol and family, trained OLA against its strongest control, then the
-    released protocol against the paper's reported ranges, then the classifier.
+def interval_figure(verdict: pd.DataFrame, *, title: str | None = None):
+    """OLA against its strongest control with 95 % error bars, one panel per family: a
+    pair of bars per verdict cell (protocol and key, or target and key), the cell's verdict
+    written above it (``+`` beats, ``=`` indistinguishable, ``−`` loses).
+
+    Args:
+        verdict: :func:`verdict_frame` or
+            :func:`olas_utils.studies.crosslm_stats.classifier_verdict_frame`.
+        title: the figure's title (default: what the bars are).
+
+    Returns:
+        A matplotlib Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    value = next(c for c in verdict.columns if c.startswith("ola_") and c not in ("ola_low", "ola_high"))
+    label = value[len("ola_") :]
+    cell = [c for c in ("protocol", "target", "key") if c in verdict.columns]
+    fams = [f for f in FAMILIES if (verdict.family == f).any()]
+    sizes = [int((verdict.family == f).sum()) for f in fams]
+    fig, axes = plt.subplots(
+        len(fams), 1, figsize=(max(6.0, 0.85 * max(sizes) + 2), 3.2 * len(fams)), squeeze=False, layout="constrained"
+    )
+    mark = {BEATS: "+", INDISTINGUISHABLE: "=", LOSES: "−"}
+    for ax, fam in zip(axes[:, 0], fams):
+        v = verdict[verdict.family == fam].reset_index(drop=True)
+        x = np.arange(len(v))
+        for off, who, color in ((-0.2, "ola", "tab:blue"), (0.2, "control", "tab:gray")):
+            est = v[f"{who}_{label}"].to_numpy()
+            err = np.vstack([est - v[f"{who}_low"].to_numpy(), v[f"{who}_high"].to_numpy() - est])
+            ax.bar(
+                x + off,
+                est,
+                0.4,
+                yerr=err,
+                capsize=2,
+                color=color,
+                label="OLA" if who == "ola" else "strongest control",
+            )
+        for i, r in v.iterrows():
+            top = max(r["ola_high"], r["control_high"])
+            ax.text(i, min(1.0, top) + 0.03, mark.get(r["verdict"], "?"), ha="center", fontsize=10)
+        ticks = ["\n".join([*(str(r[c]) for c in cell), f"vs {r['strongest_control']}"]) for _, r in v.iterrows()]
+        ax.set_xticks(x, ticks, fontsize=6.5)
+        ax.set_ylim(0, 1.1)
+        ax.set_ylabel(label)
+        ax.set_title(fam, fontsize=9)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    fig.suptitle(
+        title
+        or f"{label}: OLA vs its strongest control, {int(100 * CONFIDENCE)} % bootstrap intervals\n"
+        f"verdict above each pair (+ beats, = indistinguishable, − loses; Holm over {len(verdict)} cells)",
+        fontsize=9,
+    )
+    return fig
+
+
+def sizes_note(table: pd.DataFrame, *, seed: int, threads: int, seeds: tuple | list | None = None) -> str:
+    """What a table rests on, for the line beside it: chunks (or classes), ordered pairs
+    per family, seeds, torch threads, and the bootstrap (resamples, coverage, Holm).
+
+    Args:
+        table: a summary, pair or verdict table (retrieval), or a classifier summary or
+            verdict table.
+        seed: the run's seed (corpus, control copies).
+        threads: torch's intra-op threads.
+        seeds: the classifier's training seeds (classifier tables).
+
+    Returns:
+        One line of Markdown.
+    """
+    parts = []
+    n = table["chunks"] if "chunks" in table else table["n"] if "n" in table else table.get("images")
+    if n is not None and len(n):
+        parts.append(f"{int(n.max())} {'classes' if seeds is not None else 'chunks'} (chance {_pct(1 / n.max())})")
+    count = "pairs" if "pairs" in table else None
+    if count and "family" in table:
+        per = table.groupby("family", sort=False)[count].agg(["min", "max"])
+        parts.append(
+            "ordered pairs per family: "
+            + ", ".join(
+                f"{f} {r['max']}" + (f" (fewer, {r['min']}, for a key a model lacks)" if r["min"] != r["max"] else "")
+                for f, r in per.iterrows()
+            )
+        )
+    if seeds is not None:
+        parts.append(
+            f"{len(seeds)} training seed(s) {list(seeds)}" + ("" if len(seeds) > 1 else ": intervals over images only")
+        )
+    parts.append(f"seed {seed} (corpus, control copies)")
+    parts.append(f"torch threads {threads}")
+    what = "seeds × images" if seeds is not None else "pairs × chunks (a pair's: its chunks)"
+    parts.append(f"{int(100 * CONFIDENCE)} % percentile bootstrap, {N_RESAMPLES:,} resamples over {what}")
+    if "verdict" in table:
+        parts.append(f"margins paired, verdicts Holm-corrected over the table's {len(table)} cells at α = {ALPHA}")
+    return "*" + "; ".join(parts) + ".*"
+
+
+_ORDER = {v: i for i, v in enumerate(VERDICTS)}
+
+
+def _distinct_cells(verdict: pd.DataFrame) -> pd.DataFrame:
+    """The verdict table with duplicate evidence merged: a row whose trained-model outcomes
+    are those of an earlier protocol (``same_trained_as``) joins that protocol's row, and
+    the merged cell takes the less favourable of their verdicts."""
+    v = verdict.copy()
+    same = v["same_trained_as"].fillna("") if "same_trained_as" in v else pd.Series("", index=v.index)
+    v["cell"] = np.where(same != "", same, v["protocol"])
+    v["rank"] = v["verdict"].map(_ORDER)
+    worst = v.groupby(["cell", "family", "key"], sort=False)["rank"].max().reset_index()
+    worst["verdict"] = worst["rank"].map(dict(enumerate(VERDICTS)))
+    return worst.rename(columns={"cell": "protocol"})
+
+
+def _count(verdicts_: pd.Series) -> str:
+    c = verdicts_.value_counts()
+    return f"{int(c.get(BEATS, 0))} beat, {int(c.get(INDISTINGUISHABLE, 0))} indistinguishable, {int(c.get(LOSES, 0))} lose (of {len(verdicts_)})"
+
+
+_SAYS = {
+    BEATS: "**beats** its strongest control",
+    INDISTINGUISHABLE: "**indistinguishable** from its strongest control",
+    LOSES: "**loses** to its strongest control",
+}
+
+
+def _retrieval_verdict_lines(verdict: pd.DataFrame) -> list[str]:
+    lines = [
+        f"**Does OLA similarity beat its controls?** (`02_verdict`: SSIM Hit@1, the mean over a family's ordered "
+        f"model pairs, with {int(100 * CONFIDENCE)} % intervals over pairs and chunks; the margin over the strongest "
+        f"control — by point estimate — is paired; verdicts Holm-corrected over the table's {len(verdict)} cells)"
+    ]
+    distinct = _distinct_cells(verdict)
+    dup = verdict[verdict.get("same_trained_as", pd.Series("", index=verdict.index)).fillna("") != ""]
+    one = verdict[verdict.key == "ola:1"]
+    if len(one):
+        d1 = distinct[distinct.key == "ola:1"]
+        c = d1["verdict"].value_counts()
+        lines.append(
+            f"- OLA order 1 beats its strongest control on {int(c.get(BEATS, 0))} of {len(d1)} distinct (protocol, "
+            f"family) cells ({int(c.get(INDISTINGUISHABLE, 0))} indistinguishable, {int(c.get(LOSES, 0))} lose)."
+        )
+    if len(dup):
+        pairs = sorted({(r["family"], r["protocol"], r["same_trained_as"]) for _, r in dup.iterrows()})
+        lines.append(
+            "- Counted once: "
+            + "; ".join(f"{f} `{p}` has the same trained-model outcomes as `{q}`" for f, p, q in pairs)
+            + " (for encoders the two protocols make the same images and differ only in the tie rule, which changes "
+            "only tied scores such as the tokenizer-only control's). Both rows stay in the table; a merged cell counts "
+            "with the less favourable of its verdicts."
+        )
+    for _, v in one.iterrows():
+        same = f" (same trained-model outcomes as `{v['same_trained_as']}`)" if v.get("same_trained_as") else ""
+        lines.append(
+            f"- {v['protocol']}, {v['family']}{same}: OLA {_ci(v['ola_hit@1'], v['ola_low'], v['ola_high'])} vs "
+            f"{_control_name(v['strongest_control'])} {_ci(v['control_hit@1'], v['control_low'], v['control_high'])}; "
+            f"margin {_pts(v['margin'], v['margin_low'], v['margin_high'])} over {int(v['pairs'])} pairs × "
+            f"{int(v['chunks'])} chunks — {_SAYS.get(v['verdict'], v['verdict'])}."
+        )
+    per = distinct.groupby(["protocol", "family"], sort=False)["verdict"]
+    lines.append("- Over every key (distinct cells): " + "; ".join(f"{p}/{f}: {_count(g)}" for (p, f), g in per) + ".")
+    return lines
+
+
+def _paper_range_lines(summary: pd.DataFrame) -> list[str]:
+    lo1, hi1 = PAPER_RANGES["retrieval_clm_order1_hit1"]
+    lo5, hi5 = PAPER_RANGES["retrieval_clm_order1_hit5"]
+    lines = []
+    s = summary[(summary.family == CAUSAL) & (summary.key == "ola:1") & (summary.control == _TRAINED)]
+    for _, r in s[s.metric == "ssim"].iterrows():
+        head = (
+            f"- **Causal LMs, order 1, {r['protocol']} protocol, SSIM:** Hit@1 "
+            f"{_ci(r['hit@1'], r['hit@1 low'], r['hit@1 high'])} (pairs {_pct(r['hit@1 min'])}–{_pct(r['hit@1 max'])}), "
+            + (f"Hit@5 {_ci(r['hit@5'], r['hit@5 low'], r['hit@5 high'])}, " if np.isfinite(r["hit@5"]) else "")
+            + f"over {int(r['pairs'])} ordered pairs × {int(r['n'])} chunks (chance {_pct(r['chance@1'])})."
+        )
+        if r["protocol"] == "word":
+            lines.append(
+                head
+                + " Word level is an OLAS protocol: the paper's numbers are subword-level, so none is set beside it."
+            )
+            continue
+        where = (
+            "lies below that range"
+            if r["hit@1 high"] < lo1
+            else "lies above that range"
+            if r["hit@1 low"] > hi1
+            else "overlaps that range"
+        )
+        lines.append(
+            head
+            + f" The paper reports Hit@1 {_pct(lo1)}–{_pct(hi1)} and Hit@5 {_pct(lo5)}–{_pct(hi5)} among 1,000 chunks "
+            f"(chance 0.1 %), with other models and corpus: our Hit@1 interval {where}"
+            + (
+                " (`released` is the protocol closest to the paper's)."
+                if r["protocol"] == "released"
+                else " (`paper` is the method as the paper states it, at subword level)."
+            )
+        )
+    return lines
+
+
+def _classifier_lines(classifier: pd.DataFrame, cverdict: pd.DataFrame | None) -> list[str]:
+    lines = []
+    ranges = {CAUSAL: "classifier_clm", ENCODER: "classifier_mlm"}
+    for family in FAMILIES:
+        for key, suffix in (("ola:1", "order1"), ("rollout", "rollout")):
+            s = classifier[(classifier.family == family) & (classifier.key == key) & (classifier.control == _TRAINED)]
+            for _, r in s.iterrows():
+                lo, hi = PAPER_RANGES[f"{ranges[family]}_{suffix}"]
+                seeds = int(r["seeds"])
+                spread = (
+                    f"mean of {seeds} seeds, sd {100 * r['top1 sd']:.1f} points; interval over seeds × images"
+                    if seeds > 1
+                    else "1 seed: the interval covers the test images only, not the spread over training seeds"
+                )
+                line = (
+                    f"- **Classifier, {family}, {key_label(key)}, target {r['target']}:** unseen-model top-1 "
+                    f"{_ci(r['top1'], r['top1 low'], r['top1 high'])} ({spread}); {int(r['n'])} classes (chance "
+                    f"{_pct(r['chance'])}); held-out source {_pct(r['heldout_top1'])}, training sources "
+                    f"{_pct(r['source_top1'])}; chosen epochs {r['chosen_epochs']} of at most {int(r['max_epochs'])} "
+                    f"(run: {r['epochs_run']})."
+                )
+                if cverdict is not None and len(cverdict):
+                    cv = cverdict[
+                        (cverdict.family == family) & (cverdict.key == key) & (cverdict.target == r["target"])
+                    ]
+                    for _, v in cv.iterrows():
+                        line += (
+                            f" Strongest control: {_control_name(v['strongest_control'])} "
+                            f"{_ci(v['control_top1'], v['control_low'], v['control_high'])}; margin "
+                            f"{_pts(v['margin'], v['margin_low'], v['margin_high'])} — {_SAYS.get(v['verdict'], v['verdict'])} "
+                            f"(`02_classifier_verdict`, Holm over {int(v['holm_cells'])} cells)."
+                        )
+                line += (
+                    f" The paper reports {_pct(lo)}" + ("" if lo == hi else f"–{_pct(hi)}") + " with 1,000 classes "
+                    f"and larger models: not comparable at {int(r['n'])} classes."
+                )
+                lines.append(line)
+                if int(r["capped"]):
+                    lines.append(
+                        f"  - Stopped by the epoch cap ({int(r['max_epochs'])}) while the held-out accuracy was at its "
+                        f"best on {int(r['capped'])} of {seeds} seed(s): early stopping did not trigger, so this is a "
+                        f"lower bound of what the classifier can reach."
+                    )
+                if key == "ola:1" and r["heldout_top1"] < 5 * r["chance"]:
+                    lines.append(
+                        "  - **Not trained to a meaningful accuracy at this size**: the held-out source stays below 5× "
+                        "chance (mean over seeds; learning curves in `02_classifier_runs`), so the classifier does not "
+                        "test the claim either way here."
+                    )
+    return lines
+
+
+def _models_note(models: list[str]) -> str:
+    from olas_utils.zoo import REGISTRY
+
+    quantised = [m for m in models if m in REGISTRY and REGISTRY[m].strategy in ("gguf_file", "gguf_parts", "e5s1")]
+    return f"the models ({', '.join(models)}; the paper's have 1.5B–9B parameters" + (
+        f"; dequantised from 4-bit files: {', '.join(quantised)}, docs/models.md)" if quantised else ")"
+    )
+
+
+def comparison_markdown(
+    summary: pd.DataFrame,
+    verdict: pd.DataFrame,
+    classifier: pd.DataFrame | None = None,
+    classifier_verdict: pd.DataFrame | None = None,
+    *,
+    n_chunks: int,
+    models: list[str] | None = None,
+    corpus: str = "conll2003",
+) -> str:
+    """What the run shows, every number, interval and verdict taken from its tables
+    (nothing typed in): OLA against its strongest control per cell of ``verdict`` (the
+    order-1 cells, then verdict counts per protocol and family, duplicate evidence counted
+    once), the causal order-1 retrieval beside the paper's reported range (subword
+    protocols only), then the classifier.
+
+    Args:
+        summary: :func:`olas_utils.studies.crosslm_stats.retrieval_summary`.
+        verdict: :func:`verdict_frame`.
+        classifier: :func:`olas_utils.studies.crosslm_stats.classifier_summary` (optional).
+        classifier_verdict: :func:`olas_utils.studies.crosslm_stats.classifier_verdict_frame`.
+        n_chunks: the corpus size.
+        models: the run's models (named in the closing caveats).
+        corpus: the corpus' name.
 
     Returns:
         Markdown text.
     """
-    lines = []
-    verdict = verdict_frame(summary)
-    if not verdict.empty:
-        lines.append(
-            "**Does OLA similarity beat its controls?** (SSIM Hit@1, order 1, mean over ordered pairs; "
-            "the strongest of the tokenizer-only, random-weights and shuffled-layers controls)"
-        )
-        for _, v in verdict[verdict.key == "ola:1"].iterrows():
-            verdict_text = (
-                "beats every control"
-                if v["beats_controls"] and v["margin"] >= 0.1
-                else "beats every control, but by less than 10 points"
-                if v["beats_controls"]
-                else "**does NOT beat its strongest control**: this protocol's retrieval does not show "
-                "a learned similarity"
-            )
-            lines.append(
-                f"- {v['protocol']}, {v['family']}: OLA {_pct(v['ola_hit@1'])} vs "
-                f"{CONTROL_LABELS.get(v['strongest_control'], v['strongest_control'])} "
-                f"{_pct(v['control_hit@1'])} — {verdict_text}."
-            )
-        n_keys = verdict.groupby(["protocol", "family"]).beats_controls.agg(["sum", "size"])
-        lines.append(
-            "- Over every key: "
-            + "; ".join(
-                f"{p}/{f} {int(r['sum'])} of {int(r['size'])} keys beat their strongest control"
-                for (p, f), r in n_keys.iterrows()
-            )
-            + "."
-        )
-
-    def ret(protocol, family, key, control=_TRAINED, metric="ssim"):
-        s = summary[
-            (summary.protocol == protocol)
-            & (summary.family == family)
-            & (summary.key == key)
-            & (summary.control == control)
-            & (summary.metric == metric)
-        ]
-        return None if s.empty else s.iloc[0]
-
-    lo1, hi1 = PAPER_RANGES["retrieval_clm_order1_hit1"]
-    lo5, hi5 = PAPER_RANGES["retrieval_clm_order1_hit5"]
-    for protocol in dict.fromkeys(summary.protocol):
-        r = ret(protocol, CAUSAL, "ola:1")
-        if r is None:
-            continue
-        inside = lo1 <= r["hit@1"] <= hi1
-        lines.append(
-            f"- **Causal LMs, order 1, {protocol} protocol, SSIM:** Hit@1 {_pct(r['hit@1'])} (pairs "
-            f"{_pct(r['hit@1 min'])}–{_pct(r['hit@1 max'])}), Hit@5 {_pct(r['hit@5'])}, over {int(r['n'])} chunks "
-            f"(chance {_pct(r['chance@1'])}). The paper reports Hit@1 {_pct(lo1)}–{_pct(hi1)} and Hit@5 "
-            f"{_pct(lo5)}–{_pct(hi5)} over 1,000 chunks: ours is "
-            + ("inside that range." if inside else ("above it." if r["hit@1"] > hi1 else "below it."))
-            + (" (`released` is the protocol comparable with the paper's numbers.)" if protocol == "released" else "")
-        )
-    if classifier is not None and not classifier.empty:
-        for family, key_range in ((CAUSAL, "classifier_clm"), (ENCODER, "classifier_mlm")):
-            for key, suffix in (("ola:1", "order1"), ("rollout", "rollout")):
-                mine = (classifier.family == family) & (classifier.key == key)
-                s = classifier[mine & (classifier.control == _TRAINED)]
-                if s.empty:
-                    continue
-                lo, hi = PAPER_RANGES[f"{key_range}_{suffix}"]
-                ctrl = classifier[mine & (classifier.control != _TRAINED)]
-                best = None if ctrl.empty else ctrl.loc[ctrl.top1.idxmax()]
-                lines.append(
-                    f"- **Classifier, {family}, {key_label(key)}:** unseen-model top-1 {_pct(s.top1.min())}–"
-                    f"{_pct(s.top1.max())} over {len(s)} target(s) ({int(s.n.iloc[0])} classes, chance "
-                    f"{_pct(s.chance.iloc[0])}; held-out source {_pct(s.heldout_top1.mean())}, training sources "
-                    f"{_pct(s.source_top1.mean())}, early-stopped at epoch {int(s.chosen_epoch.iloc[0])} of "
-                    f"{int(s.epochs_run.iloc[0])} run); paper: {_pct(lo)}"
-                    + ("" if lo == hi else f"–{_pct(hi)}")
-                    + " (1,000 classes)."
-                    + ("" if best is None else f" Strongest control: {best['control']} {_pct(best['top1'])}.")
-                )
-                capped = s[(s.epochs_run == s.max_epochs) & (s.chosen_epoch == s.epochs_run)]
-                if len(capped):
-                    lines.append(
-                        f"  - Still improving when the epoch cap ({int(s.max_epochs.iloc[0])}) stopped it for "
-                        f"{', '.join(capped.target)} (the held-out accuracy peaked at the last epoch; see `curve`): "
-                        f"early stopping did not trigger, so this is a lower bound of what the classifier can reach."
-                    )
-                if key == "ola:1" and s.heldout_top1.max() < 5 * s.chance.iloc[0]:
-                    lines.append(
-                        "  - **Not trained to a meaningful accuracy at this size**: the held-out source stays below "
-                        "5× chance (learning curve in the table's `curve` column), so the classifier does not test "
-                        "the claim either way here; run the paper profile (1,000 chunks) on a GPU."
-                    )
+    lines = _retrieval_verdict_lines(verdict) if len(verdict) else []
+    lines += _paper_range_lines(summary)
+    if classifier is not None and len(classifier):
+        lines += _classifier_lines(classifier, classifier_verdict)
     lines.append(
-        f"\nLikely reasons for differences from the paper: our models are far smaller (at most 0.5B parameters vs 1.5B–9B) "
-        f"and the causal ones are 4-bit quantised upstream; the corpus is CoNLL-2003 news rather than CoNLL-2012 "
-        f"({n_chunks} chunks here vs 1,000); tokenizers differ (WordPiece, SentencePiece, byte-level BPE), which the "
-        f"`released` and `paper` protocols only paper over by resizing, while the `word` protocol aligns words exactly "
-        f"(and pools them neutrally, so tokenisation alone retrieves nothing); the classifier sees few images on CPU."
+        "\nWhat could make numbers differ from the paper's (none of it tested here): "
+        + (_models_note(models) if models else "the models")
+        + f"; the corpus ({corpus}, {n_chunks} chunks, against CoNLL-2012 and 1,000 chunks in the paper); the "
+        "tokenizers, which the `released` and `paper` protocols only bridge by resizing, while `word` aligns words "
+        "exactly and pools them neutrally (uniform attention then gives every model the same image). Model pairs that "
+        "share a lineage are pooled with independent ones here (docs/method.md#rules-of-evidence)."
     )
     return "\n".join(lines)

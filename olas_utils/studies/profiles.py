@@ -43,6 +43,10 @@ class ClassifierSettings:
         epochs: the epoch cap; patience: early-stopping patience on the held-out source.
         protocol: the image protocol; targets: ``"all"`` or ``"last"`` (the last model of
             each family only); refit: retrain on all sources after selection.
+        seeds: training seeds (initialisation, batch order, augmentation); every network —
+            the trained models' and each control's — is trained once per seed, and the
+            accuracy's interval resamples seeds as well as test images. With one seed the
+            interval covers the test images only (the tables say so).
     """
 
     keys: tuple[str, ...]
@@ -52,6 +56,7 @@ class ClassifierSettings:
     protocol: str
     targets: str
     refit: bool
+    seeds: tuple[int, ...] = (0,)
 
 
 @dataclass(frozen=True)

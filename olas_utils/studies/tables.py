@@ -1,15 +1,21 @@
 """Result tables of the notebooks: each written as CSV (for code) and Markdown (for
-readers) side by side under ``results/``."""
+readers) side by side under ``results/``, and the per-item outcomes every table is computed
+from (:func:`write_items`: Parquet when ``pyarrow`` is installed, else gzipped CSV)."""
 
 from __future__ import annotations
 
+import gzip
+import io
 from pathlib import Path
 
 import pandas as pd
 
-from olas_utils.atomic import write_text_atomic
+from olas_utils.atomic import write_atomic, write_text_atomic
 
-__all__ = ["write_table"]
+__all__ = ["ITEM_SUFFIXES", "write_table", "write_items", "read_items"]
+
+#: The two formats of an items file, preferred first.
+ITEM_SUFFIXES = (".parquet", ".csv.gz")
 
 
 def write_table(df: pd.DataFrame, stem: str | Path, *, floatfmt: str = ".3f") -> tuple[Path, Path]:
@@ -24,3 +30,63 @@ def write_table(df: pd.DataFrame, stem: str | Path, *, floatfmt: str = ".3f") ->
     write_text_atomic(csv, df.to_csv(index=False, float_format="%.4f"), what="result table")
     write_text_atomic(md, df.to_markdown(index=False, floatfmt=floatfmt) + "\n", what="result table")
     return csv, md
+
+
+def _has_pyarrow() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def write_items(df: pd.DataFrame, stem: str | Path, *, fmt: str | None = None) -> Path:
+    """Write a long table of per-item outcomes as ``<stem>.parquet`` (``pyarrow`` installed)
+    or ``<stem>.csv.gz`` (otherwise), atomically; a file of the other format at the same
+    stem is removed, so :func:`read_items` never reads a stale one.
+
+    Args:
+        df: the items.
+        stem: the path without suffix.
+        fmt: ``"parquet"`` or ``"csv.gz"``; None picks Parquet when ``pyarrow`` is installed.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ValueError: an unknown ``fmt``.
+    """
+    stem = Path(stem)
+    if fmt is None:
+        fmt = "parquet" if _has_pyarrow() else "csv.gz"
+    if "." + fmt not in ITEM_SUFFIXES:
+        raise ValueError(f"fmt must be 'parquet' or 'csv.gz', got {fmt!r}")
+    if fmt == "parquet":
+        path = stem.with_name(stem.name + ".parquet")
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False, engine="pyarrow")
+        data = buf.getvalue()
+    else:
+        path = stem.with_name(stem.name + ".csv.gz")
+        data = gzip.compress(df.to_csv(index=False).encode("utf-8"), mtime=0)
+    write_atomic(path, lambda fh: fh.write(data), what="items file")
+    for suffix in ITEM_SUFFIXES:
+        other = stem.with_name(stem.name + suffix)
+        if other != path:
+            other.unlink(missing_ok=True)
+    return path
+
+
+def read_items(path: str | Path) -> pd.DataFrame:
+    """Read an items file written by :func:`write_items`: ``path`` itself, or the stem it
+    was written under (``<path>.parquet``, then ``<path>.csv.gz``).
+
+    Raises:
+        FileNotFoundError: no such file under either suffix.
+    """
+    path = Path(path)
+    candidates = [path] if path.is_file() else [path.with_name(path.name + s) for s in ITEM_SUFFIXES]
+    for p in candidates:
+        if p.is_file():
+            return pd.read_parquet(p) if p.name.endswith(".parquet") else pd.read_csv(p)
+    raise FileNotFoundError(f"no items file at {path} (looked for {', '.join(str(c) for c in candidates)})")

@@ -24,7 +24,7 @@ from olas_utils.augment import (
     highlight_sink_columns,
 )
 from olas_utils.similarity.classifier import SELECT_AUGMENTED, SELECT_LAST, train_classifier
-from olas_utils.similarity.evaluation import Accuracy, evaluate, predict_logits
+from olas_utils.similarity.evaluation import Accuracy, class_ranks, evaluate, predict_logits, predict_ranks
 from olas_utils.similarity.inputs import stack_channels, standardize
 from olas_utils.similarity.resnet import build_resnet18
 from olas_utils.similarity.result import ClassifierResult
@@ -331,3 +331,16 @@ def test_early_stopping_stops_after_patience_and_keeps_the_best(data):
         train_classifier(src, epochs=2, patience=0, **kw)
     with pytest.raises(ValueError, match="selection set"):
         train_classifier(src, epochs=2, patience=1, select_on=SELECT_LAST, batch_size=8, device="cpu", progress=False)
+
+
+def test_class_ranks_by_hand_and_accuracy_is_their_reduction(trained, data):
+    logits = torch.tensor([[0.1, 0.9, 0.3], [0.5, 0.5, 0.1], [0.2, 0.7, 0.7], [float("nan"), 0.0, 0.1]])
+    # row 0: true 1 is first; row 1: true 1 ties class 0, which comes first; row 2: true 2
+    # ties class 1 (earlier) and nothing is higher; row 3: a NaN true score ranks last
+    assert class_ranks(logits, torch.tensor([1, 1, 2, 0])).tolist() == [0, 1, 1, 2]
+    ranks = predict_ranks(trained, data["target"], device="cpu")
+    logits = predict_logits(trained, data["target"], device="cpu")
+    assert ranks.shape == (N_CLASSES,)
+    assert np.array_equal(ranks == 0, (logits.argmax(1) == torch.arange(N_CLASSES)).numpy())
+    acc = evaluate(trained, data["target"], device="cpu")
+    assert acc.top1 == (ranks < 1).mean() and acc.top5 == (ranks < 5).mean()

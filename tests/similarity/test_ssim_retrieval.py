@@ -269,3 +269,55 @@ def test_retrieval_table():
         retrieval_table({"A": a, "B": a[:5]})
     with pytest.raises(ValueError, match="metric"):
         retrieval_table({"A": a, "B": b}, metric="l2")
+
+
+def _brute_rank(row: np.ndarray, i: int, ties: str) -> int:
+    """The rank of key ``i`` in one similarity row, by a loop over the keys."""
+    true = -np.inf if np.isnan(row[i]) else row[i]
+    rank = 0
+    for j, v in enumerate(row):
+        v = -np.inf if np.isnan(v) else v
+        if j == i:
+            continue
+        if v > true or (v == true and (ties == "pessimistic" or (ties == "first" and j < i))):
+            rank += 1
+    return rank
+
+
+@pytest.mark.real_model
+def test_per_item_ranks_reduce_to_hit_at_k_on_real_images(tmp_path):
+    """Real OLA images of two zoo encoders (and the tokenizer-only control, whose word-level
+    images are all the same, so every score ties): Hit@1/Hit@5 of the saved per-item ranks
+    (notebook 02's items → pair table) and of ``retrieval_table`` equal Hit@k counted by a
+    loop over each SSIM / Pearson matrix, under both tie rules."""
+    from olas_utils.data.corpus import build_chunks
+    from olas_utils.similarity.images import TIES
+    from olas_utils.studies import crosslm, crosslm_stats
+
+    chunks = build_chunks(n_chunks=10, seed=0)
+    images = crosslm.extract_images(
+        ["minilm-l6", "paraphrase-minilm-l3"],
+        chunks,
+        orders=[1],
+        baselines=[],
+        protocols=["released", "paper", "word"],
+        controls=["uniform"],
+        batch_size=5,
+        progress=False,
+        cache_dir=tmp_path,
+    )
+    items = crosslm.retrieval_items(images, metrics=("ssim", "pearson"), control_metrics=("ssim",), progress=False)
+    pairs = crosslm_stats.retrieval_frame(items).set_index(["control", "protocol", "metric", "target", "source"])
+    assert len(pairs) == 3 * 2 * 2 + 3 * 2  # trained: 3 protocols × 2 metrics × 2 pairs; uniform: SSIM only
+    ties_seen = 0
+    for (control, protocol, metric, target, source), row in pairs.iterrows():
+        imgs = images.images(control, protocol, "ola:1")
+        sim = (ssim_matrix if metric == "ssim" else pearson_matrix)(imgs[target], imgs[source]).numpy()
+        ranks = [_brute_rank(sim[i], i, TIES[protocol]) for i in range(len(sim))]
+        ties_seen += sum(np.sum(sim[i] == sim[i, i]) > 1 for i in range(len(sim)))
+        assert row["hit@1"] == pytest.approx(np.mean(np.array(ranks) < 1), abs=0), (control, protocol, metric, target)
+        assert row["hit@5"] == pytest.approx(np.mean(np.array(ranks) < 5), abs=0)
+        table = retrieval_table(imgs, metric=metric, ks=(1, 5), ties=TIES[protocol], progress=False)
+        mine = next(r for r in table if (r["target"], r["source"]) == (target, source))
+        assert (mine["hit@1"], mine["hit@5"]) == (row["hit@1"], row["hit@5"])
+    assert ties_seen > 0  # the uniform control's tied scores (word level: one image) exercised a tie rule

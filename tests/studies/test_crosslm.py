@@ -1,77 +1,189 @@
-"""Notebook 02's table logic on hand-made inputs (the real run is the notebook smoke test)."""
+"""Notebook 02's tables, verdicts and reading on hand-made per-item outcomes (the real run is
+the notebook smoke test): summaries by hand, the items file round trip, three-way verdicts
+whose answer is known, duplicate evidence counted once, and the classifier over seeds."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from olas_utils.studies import crosslm, crosslm_report
-from olas_utils.studies.tables import write_table
+from olas_utils.studies import crosslm, crosslm_report, crosslm_stats
+from olas_utils.studies.tables import read_items, write_items, write_table
+from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, interval
+
+MODELS = ("a", "b", "c")
 
 
-def frame():
-    rows = []
-    for control, h1 in (("none", [0.9, 0.7]), ("random", [0.1, 0.2])):
-        for (t, s), v in zip((("a", "b"), ("b", "a")), h1):
-            rows.append(
-                {
-                    "family": "causal",
-                    "control": control,
-                    "protocol": "paper",
-                    "key": "ola:1",
-                    "metric": "ssim",
-                    "target": t,
-                    "source": s,
-                    "n": 10,
-                    "hit@1": v,
-                    "hit@5": min(1.0, v + 0.1),
-                }
-            )
+def ranks_with(rng, n, p):
+    """``n`` ranks: 0 (a hit) with probability ``p``, else 1..n-1."""
+    return np.where(rng.random(n) < p, 0, rng.integers(1, n, n))
+
+
+def items(spec, n=40, seed=0, family="causal", models=MODELS):
+    """Retrieval items: ``spec`` maps (protocol, control, key) to a hit probability or to an
+    explicit ``(pairs, n)`` rank array (pairs in the order a→b, a→c, b→a, ...)."""
+    rng = np.random.default_rng(seed)
+    pairs = [(t, s) for t in models for s in models if t != s]
+    rows = {c: [] for c in crosslm.RETRIEVAL_ITEM_COLUMNS}
+    for (protocol, control, key), p in spec.items():
+        ranks = np.asarray(p) if np.ndim(p) else np.stack([ranks_with(rng, n, p) for _ in pairs])
+        for (t, s), r in zip(pairs, ranks):
+            for i, v in enumerate(r):
+                for c, x in zip(rows, (family, control, protocol, key, "ssim", t, s, i, int(v))):
+                    rows[c].append(x)
     return pd.DataFrame(rows)
 
 
-def test_summary_means_and_ranges_by_hand():
-    s = crosslm.retrieval_summary(frame())
+def hand_items():
+    """Two ordered pairs, 10 chunks: trained hits 9/10 and 7/10, random control 1/10, 2/10."""
+    hit = lambda k: [0] * k + [3] * (10 - k)  # noqa: E731
+    return items(
+        {("paper", "none", "ola:1"): [hit(9), hit(7)], ("paper", "random", "ola:1"): [hit(1), hit(2)]},
+        models=("a", "b"),
+    )
+
+
+def test_summary_means_ranges_and_intervals_by_hand():
+    s = crosslm_stats.retrieval_summary(hand_items())
     r = s[s.control == "none"].iloc[0]
-    assert r["pairs"] == 2 and r["hit@1"] == pytest.approx(0.8) and r["hit@1 min"] == 0.7 and r["hit@1 max"] == 0.9
-    assert r["hit@5"] == pytest.approx(0.9) and r["chance@1"] == pytest.approx(0.1)
+    assert r["pairs"] == 2 and r["n"] == 10 and r["chance@1"] == pytest.approx(0.1)
+    assert r["hit@1"] == pytest.approx(0.8) and r["hit@1 min"] == 0.7 and r["hit@1 max"] == 0.9
+    assert r["hit@1 low"] < 0.8 < r["hit@1 high"]
+    # the interval is the crossed bootstrap of the (pair, chunk) hits
+    hits = np.array([[1] * 9 + [0], [1] * 7 + [0] * 3], float)
+    iv = interval(hits)
+    assert (r["hit@1 low"], r["hit@1 high"]) == (iv.low, iv.high)
+    pairs = crosslm_stats.retrieval_frame(hand_items())
+    a = pairs[(pairs.control == "none") & (pairs.target == "a")].iloc[0]
+    assert a["hit@1"] == pytest.approx(0.9) and a["hit@1 low"] <= 0.9 <= a["hit@1 high"]
+    assert (a["hit@1 low"], a["hit@1 high"]) == (interval(np.sort(hits[0])).low, interval(np.sort(hits[0])).high)
 
 
-def test_comparison_uses_the_run_numbers_and_judges_controls():
-    s = crosslm.retrieval_summary(frame())
-    text = crosslm_report.comparison_markdown(s, None, n_chunks=10)
-    assert "Hit@1 80.0 %" in text and "70.0 %–90.0 %" in text and "inside that range" not in text
-    assert "below it" in text  # 80 % < the paper's 84 %
-    assert "OLA 80.0 % vs randomly re-initialised weights 15.0 % — beats every control." in text
-    f = frame()
-    f.loc[f.control == "random", "hit@1"] = 0.85
-    text = crosslm_report.comparison_markdown(crosslm.retrieval_summary(f), None, n_chunks=10)
-    assert "does NOT beat its strongest control" in text
+def test_hit5_counts_ranks_below_five():
+    s = crosslm_stats.retrieval_summary(hand_items())
+    # ranks are 0 or 3: every item is in the top 5
+    assert s.loc[s.control == "none", "hit@5"].iloc[0] == 1.0
 
 
-def test_verdict_picks_the_strongest_control_and_protocols_side_by_side():
-    f = frame()
-    extra = f[f.control == "random"].copy()
-    extra["control"], extra["hit@1"] = "uniform", [0.6, 0.5]
-    word = f.copy()
-    word["protocol"] = "word"
-    s = crosslm.retrieval_summary(pd.concat([f, extra, word], ignore_index=True))
-    v = crosslm_report.verdict_frame(s)
-    paper = v[v.protocol == "paper"].iloc[0]
-    assert paper["strongest_control"] == "uniform" and paper["control_hit@1"] == pytest.approx(0.55)
-    assert paper["margin"] == pytest.approx(0.25) and paper["beats_controls"]
-    side = crosslm_report.protocol_frame(s)
-    assert list(side.columns) == ["family", "control", "key", "paper", "word"]
-    row = side[(side.control == "none")].iloc[0]
-    assert row["paper"] == pytest.approx(0.8) and row["word"] == pytest.approx(0.8)
-    assert np.isnan(side[side.control == "uniform"].iloc[0]["word"])
+@pytest.mark.parametrize("parquet", [True, False], ids=["parquet", "csv.gz"])
+def test_items_file_round_trips_and_the_tables_recompute(tmp_path, parquet):
+    it = items({("paper", "none", "ola:1"): 0.7, ("paper", "uniform", "ola:1"): 0.2, ("word", "none", "ola:1"): 0.5})
+    path = write_items(it, tmp_path / "02_retrieval_items", fmt=None if parquet else "csv.gz")
+    assert path.name == ("02_retrieval_items.parquet" if parquet else "02_retrieval_items.csv.gz")
+    back = read_items(tmp_path / "02_retrieval_items")
+    pd.testing.assert_frame_equal(back[list(it.columns)], it, check_dtype=False, check_categorical=False)
+    pd.testing.assert_frame_equal(crosslm_stats.retrieval_summary(back), crosslm_stats.retrieval_summary(it))
+    csv, _ = write_table(crosslm_stats.retrieval_summary(it), tmp_path / "02_summary")
+    table = pd.read_csv(csv)
+    again = crosslm_stats.retrieval_summary(read_items(path))
+    np.testing.assert_allclose(table["hit@1"], again["hit@1"], atol=1e-4)  # the CSV keeps 4 decimals
+    np.testing.assert_allclose(table["hit@1 low"], again["hit@1 low"], atol=1e-4)
+    other = write_items(it, tmp_path / "02_retrieval_items", fmt="csv.gz" if parquet else "parquet")
+    assert not path.exists() and other.exists()  # never two formats side by side
+
+
+def test_an_incomplete_grid_is_refused():
+    it = hand_items()
+    with pytest.raises(ValueError, match="complete"):
+        crosslm_stats.retrieval_summary(it.drop(index=3))
+
+
+def test_verdicts_beat_tie_and_lose_where_the_answer_is_known():
+    rng = np.random.default_rng(1)
+    same = np.stack([ranks_with(rng, 60, 0.4) for _ in range(6)])
+    it = items(
+        {
+            ("paper", "none", "ola:1"): 0.8,  # clearly better than both controls
+            ("paper", "random", "ola:1"): 0.1,
+            ("paper", "uniform", "ola:1"): 0.25,  # the strongest control
+            ("paper", "none", "ola:2"): same,  # identical to its control
+            ("paper", "random", "ola:2"): same,
+            ("paper", "none", "ola:3"): 0.1,  # clearly worse
+            ("paper", "random", "ola:3"): 0.8,
+        },
+        n=60,
+    )
+    v = crosslm_report.verdict_frame(it).set_index("key")
+    assert list(v["verdict"]) == [BEATS, INDISTINGUISHABLE, LOSES]
+    assert v.loc["ola:1", "strongest_control"] == "uniform"
+    assert v.loc["ola:2", "margin"] == 0 and v.loc["ola:2", "p"] == 1
+    assert (v["holm_cells"] == 3).all() and (v["pairs"] == 6).all() and (v["chunks"] == 60).all()
+    for _, r in v.iterrows():
+        assert r["ola_low"] <= r["ola_hit@1"] <= r["ola_high"]
+        assert r["margin_low"] <= r["margin"] <= r["margin_high"]
+        assert r["margin"] == pytest.approx(r["ola_hit@1"] - r["control_hit@1"])
+    assert v.loc["ola:1", "margin_low"] > 0 and v.loc["ola:3", "margin_high"] < 0
+    assert "beats_controls" not in v.columns
+
+
+def test_duplicate_protocols_are_flagged_and_counted_once():
+    rng = np.random.default_rng(2)
+    trained = np.stack([ranks_with(rng, 40, 0.7) for _ in range(6)])
+    spec = {}
+    for protocol, ctrl in (("released", 0.6), ("paper", 0.1)):  # the same trained ranks, another control
+        spec[(protocol, "none", "ola:1")] = trained
+        spec[(protocol, "uniform", "ola:1")] = ctrl
+    spec[("word", "none", "ola:1")] = 0.9
+    spec[("word", "uniform", "ola:1")] = 0.05
+    it = items(spec, family="encoder")
+    v = crosslm_report.verdict_frame(it)
+    assert list(v["same_trained_as"]) == ["", "released", ""]
+    verdicts = dict(zip(v.protocol, v.verdict))
+    assert verdicts["paper"] == BEATS and verdicts["word"] == BEATS
+    text = crosslm_report.comparison_markdown(crosslm_stats.retrieval_summary(it), v, n_chunks=40)
+    # released (against a strong control) and paper are one cell, counted with the less favourable verdict
+    n_beat = 1 + (verdicts["released"] == BEATS)
+    assert f"OLA order 1 beats its strongest control on {n_beat} of 2 distinct (protocol, family) cells" in text
+    assert "encoder `paper` has the same trained-model outcomes as `released`" in text
+    assert "(same trained-model outcomes as `released`)" in text
+
+
+def test_reading_quotes_the_verdict_cells_and_keeps_word_apart_from_the_paper():
+    it = items(
+        {
+            ("released", "none", "ola:1"): 0.8,
+            ("released", "random", "ola:1"): 0.1,
+            ("word", "none", "ola:1"): 0.85,
+            ("word", "random", "ola:1"): 0.05,
+        }
+    )
+    s, v = crosslm_stats.retrieval_summary(it), crosslm_report.verdict_frame(it)
+    text = crosslm_report.comparison_markdown(s, v, n_chunks=40, models=["a", "smollm2-135m"])
+    r = v[v.protocol == "released"].iloc[0]
+    quoted = f"OLA {100 * r['ola_hit@1']:.1f} % [{100 * r['ola_low']:.1f}, {100 * r['ola_high']:.1f}]"
+    assert quoted in text and "**beats** its strongest control" in text
+    assert "Holm-corrected over the table's 2 cells" in text
+    assert "our Hit@1 interval lies below that range" in text  # about 80 % < 84 %, among 40 chunks
+    word = [line for line in text.splitlines() if "word protocol" in line][0]
+    assert "subword-level, so none is set beside it" in word and "The paper reports" not in word
+    assert "dequantised from 4-bit files: smollm2-135m" in text and "40 chunks" in text
+    note = crosslm_report.sizes_note(v, seed=0, threads=2)
+    assert "40 chunks" in note and "causal 6" in note and "4,000 resamples" in note and "2 cells" in note
 
 
 def test_write_table_and_hit_matrix(tmp_path):
-    csv, md = write_table(crosslm.retrieval_summary(frame()), tmp_path / "t")
+    frame = crosslm_stats.retrieval_frame(hand_items())
+    csv, md = write_table(crosslm_stats.retrieval_summary(hand_items()), tmp_path / "t")
     assert pd.read_csv(csv).shape[0] == 2 and md.read_text().startswith("| protocol")
-    fig = crosslm_report.hit_matrix_figure(frame(), protocol="paper", key="ola:1")
+    fig = crosslm_report.hit_matrix_figure(frame, protocol="paper", key="ola:1")
     img = np.ma.filled(fig.axes[0].images[0].get_array().astype(float), np.nan)
     assert np.isnan(img[0, 0]) and img[0, 1] == pytest.approx(0.9) and img[1, 0] == pytest.approx(0.7)
+
+
+def test_interval_figure_draws_error_bars():
+    v = crosslm_report.verdict_frame(hand_items())
+    fig = crosslm_report.interval_figure(v)
+    ax = fig.axes[0]
+    bars = [c for c in ax.containers if hasattr(c, "errorbar")]
+    assert len(bars) == 2 and all(b.errorbar is not None for b in bars)
+    heights = [p.get_height() for p in bars[0].patches]
+    assert heights == pytest.approx([0.8])
+
+
+def test_protocols_side_by_side():
+    it = items({("paper", "none", "ola:1"): 0.5, ("word", "none", "ola:1"): 0.6, ("paper", "uniform", "ola:1"): 0.1})
+    side = crosslm_report.protocol_frame(crosslm_stats.retrieval_summary(it))
+    assert list(side.columns) == ["family", "control", "key", "paper", "word"]
+    assert np.isnan(side[side.control == "uniform"].iloc[0]["word"])
 
 
 def test_unknown_control_is_rejected():
@@ -79,34 +191,97 @@ def test_unknown_control_is_rejected():
         crosslm.extract_images([], [], orders=[1], baselines=[], protocols=["paper"], controls=["bogus"])
 
 
-def test_classifier_lines_report_selection_controls_and_the_epoch_cap():
-    base = {
-        "family": "causal",
-        "key": "ola:1",
-        "protocol": "paper",
-        "target": "c",
-        "sources": "a, b",
-        "source_top1": 0.9,
-        "heldout_source": "b",
-        "top5": 0.5,
-        "n": 100,
-        "chance": 0.01,
-        "max_epochs": 12,
-        "selection": "source:b",
-        "curve": "",
+def classifier_tables(seeds=(0, 1, 2), n=50, capped=True):
+    """Classifier runs and items: the trained models hit about 60 %, the uniform control 5 %."""
+    rng = np.random.default_rng(3)
+    runs, rows = [], {c: [] for c in crosslm.CLASSIFIER_ITEM_COLUMNS}
+    for control, p in (("none", 0.6), ("uniform", 0.05)):
+        for seed in seeds:
+            r = ranks_with(rng, n, p)
+            for i, v in enumerate(r):
+                for c, x in zip(rows, ("causal", control, "t", "ola:1", "paper", seed, i, int(v))):
+                    rows[c].append(x)
+            runs.append(
+                dict(
+                    family="causal",
+                    control=control,
+                    target="t",
+                    key="ola:1",
+                    protocol="paper",
+                    seed=seed,
+                    source_top1=0.9,
+                    heldout_top1=0.4 if control == "none" else 0.02,
+                    top1=float((r < 1).mean()),
+                    max_epochs=12,
+                    epochs_run=12,
+                    chosen_epoch=12 if capped and control == "none" and seed == seeds[0] else 5,
+                    capped=capped and control == "none" and seed == seeds[0],
+                )
+            )
+    return pd.DataFrame(runs), pd.DataFrame(rows)
+
+
+def test_classifier_summary_over_seeds_and_its_verdict():
+    runs, it = classifier_tables()
+    clf = crosslm_stats.classifier_summary(runs, it)
+    r = clf[clf.control == "none"].iloc[0]
+    per_seed = runs[runs.control == "none"].top1
+    assert r["seeds"] == 3 and r["n"] == 50 and r["resampled"] == "seeds × images"
+    assert r["top1"] == pytest.approx(per_seed.mean()) and r["top1 sd"] == pytest.approx(per_seed.std(ddof=1))
+    assert r["top1 low"] < r["top1"] < r["top1 high"] and r["capped"] == 1 and r["chosen_epochs"] == "12;5;5"
+    cv = crosslm_stats.classifier_verdict_frame(it)
+    assert list(cv.verdict) == [BEATS] and cv.seeds.iloc[0] == 3 and cv.images.iloc[0] == 50
+    text = crosslm_report.comparison_markdown(
+        crosslm_stats.retrieval_summary(hand_items()), crosslm_report.verdict_frame(hand_items()), clf, cv, n_chunks=50
+    )
+    assert "mean of 3 seeds" in text and "**beats** its strongest control (`02_classifier_verdict`" in text
+    assert "on 1 of 3 seed(s): early stopping did not trigger" in text
+    assert "not comparable at 50 classes" in text
+
+
+def test_one_seed_says_its_interval_covers_images_only():
+    runs, it = classifier_tables(seeds=(0,), capped=False)
+    clf = crosslm_stats.classifier_summary(runs, it)
+    r = clf[clf.control == "none"].iloc[0]
+    assert r["seeds"] == 1 and np.isnan(r["top1 sd"]) and r["resampled"] == "images (1 seed)"
+    text = crosslm_report.comparison_markdown(
+        crosslm_stats.retrieval_summary(hand_items()),
+        crosslm_report.verdict_frame(hand_items()),
+        clf,
+        None,
+        n_chunks=50,
+    )
+    assert "1 seed: the interval covers the test images only" in text and "Stopped by the epoch cap" not in text
+    assert "1 training seed(s) [0]: intervals over images only" in crosslm_report.sizes_note(
+        clf, seed=0, threads=1, seeds=(0,)
+    )
+
+
+class _Images:
+    def __init__(self, arrays):
+        self.arrays = arrays
+
+    def images(self, key):
+        return self.arrays[key]
+
+
+def test_classifier_items_reduce_to_its_accuracy():
+    """A real (tiny) run: each seed's top-1/top-5 in the runs table is its items' reduction."""
+    rng = np.random.default_rng(0)
+    base = rng.random((6, 16, 16)).astype(np.float32)
+    caches = {
+        (c, "paper"): {m: _Images({"ola:1": base + 0.05 * rng.random(base.shape).astype(np.float32)}) for m in "xyz"}
+        for c in ("none", "uniform")
     }
-    clf = pd.DataFrame(
-        [
-            dict(base, control="none", heldout_top1=0.4, top1=0.3, epochs_run=12, chosen_epoch=12),
-            dict(base, control="uniform", heldout_top1=0.01, top1=0.02, epochs_run=4, chosen_epoch=1),
-            dict(base, control="random", heldout_top1=0.01, top1=0.05, epochs_run=5, chosen_epoch=2),
-        ]
+    s = crosslm.ImageSet(caches=caches, families={m: "causal" for m in "xyz"}, keys=["ola:1"])
+    runs, it = crosslm.classifier_frame(
+        s, keys=["ola:1"], epochs=1, targets="last", refit=False, controls=["uniform"], seeds=(0, 1), progress=False
     )
-    text = crosslm_report.comparison_markdown(crosslm.retrieval_summary(frame()), clf, n_chunks=100)
-    assert "unseen-model top-1 30.0 %–30.0 %" in text and "held-out source 40.0 %" in text
-    assert "Strongest control: random 5.0 %" in text
-    assert "Still improving when the epoch cap (12) stopped it for c" in text
-    clf.loc[0, "chosen_epoch"] = 8
-    assert "Still improving" not in crosslm_report.comparison_markdown(
-        crosslm.retrieval_summary(frame()), clf, n_chunks=100
-    )
+    assert len(runs) == 4 and set(runs.seed) == {0, 1} and len(it) == 4 * 6
+    for _, r in runs.iterrows():
+        mine = it[(it.control == r["control"]) & (it.seed == r["seed"])]
+        assert r["top1"] == pytest.approx((mine["rank"] < 1).mean()) and r["top5"] == pytest.approx(
+            (mine["rank"] < 5).mean()
+        )
+    with pytest.raises(ValueError, match="seeds"):
+        crosslm.classifier_frame(s, keys=["ola:1"], epochs=1, seeds=(0, 0), progress=False)

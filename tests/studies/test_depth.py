@@ -39,7 +39,7 @@ def test_retrieval_pairs_per_key_are_those_of_the_models_that_have_it():
         model_keys={"c": ["ola:1"]},
     )
     assert s.with_key("ola:3", ["a", "b", "c"]) == ["a", "b"] and s.with_key("ola:1", ["c", "a"]) == ["c", "a"]
-    f = crosslm.retrieval_frame(s, metrics=("pearson",), progress=False)
+    f = crosslm.retrieval_items(s, metrics=("pearson",), progress=False)
     pairs = {k: set(zip(g.target, g.source)) for k, g in f.groupby("key")}
     assert pairs["ola:1"] == {(t, u) for t in "abc" for u in "abc" if t != u}  # 6 ordered pairs
     assert pairs["ola:3"] == {("a", "b"), ("b", "a")}

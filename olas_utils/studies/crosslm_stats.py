@@ -1,0 +1,346 @@
+"""Notebook 02's tables from its per-item outcomes, each number with a bootstrap interval
+(:mod:`olas_utils.uncertainty`): Hit@k per model pair and per family, the classifier's
+accuracy per target, and the three-way verdicts of OLA against its strongest control.
+
+The items are :func:`olas_utils.studies.crosslm.retrieval_items` (the rank of every chunk's
+true match per ordered model pair) and the items of
+:func:`olas_utils.studies.crosslm.classifier_frame` (the rank of every test image's true
+chunk per seed); a reader recomputes every table here from the saved items files. What is
+resampled (``docs/method.md#uncertainty``):
+
+* a pair's Hit@k: its chunks (the outcome array is ``(chunk,)``);
+* a family's Hit@k: ordered pairs and chunks, crossed (``(pair, chunk)``; the same chunks
+  for every pair). Ordered pairs share models (A→B and B→A, and A with every other model),
+  so they are not independent draws of a model pair: the interval is, if anything, narrow;
+* the classifier's accuracy on a target: seeds and test images (``(seed, image)``); with
+  one seed the interval covers the images only (``resampled`` says so);
+* a margin: the same cells for both systems, paired.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from olas_utils.uncertainty import Interval, interval, margin, verdicts
+from olas_utils.vocabulary import Control
+
+__all__ = [
+    "outcome_array",
+    "retrieval_frame",
+    "retrieval_summary",
+    "verdict_frame",
+    "classifier_summary",
+    "classifier_verdict_frame",
+]
+
+_TRAINED = Control.TRAINED.ident
+_RETRIEVAL_GROUP = ["protocol", "family", "control", "key", "metric"]
+_CLASSIFIER_GROUP = ["family", "control", "target", "key", "protocol"]
+
+
+def _groups(df: pd.DataFrame, by: Sequence[str]):
+    """``groupby`` in order of first appearance, only the combinations present."""
+    return df.groupby(list(by), sort=False, observed=True)
+
+
+def outcome_array(
+    items: pd.DataFrame, *, k: int = 1, units: Sequence[str] = ("target", "source")
+) -> tuple[np.ndarray, list[tuple], np.ndarray]:
+    """One group's items as an outcome array: 1.0 where the true match ranked in the top
+    ``k`` (``rank < k``), one row per unit (e.g. ordered pair, or seed), one column per item
+    (chunk), units in order of first appearance and chunks sorted.
+
+    Args:
+        items: rows of one system (one family, control, protocol, key and metric; or one
+            classifier target, control and key) with columns ``units``, ``chunk``, ``rank``.
+        k: the cut-off.
+        units: the columns naming a unit.
+
+    Returns:
+        ``(hits, unit_labels, ranks)``: ``hits`` ``(units, chunks)`` float, the units'
+        labels (tuples), and the ``(units, chunks)`` int ranks.
+
+    Raises:
+        ValueError: the units do not all have the same chunks (the crossed resampling needs
+            a complete grid), or a (unit, chunk) appears twice.
+    """
+    units = list(units)
+    keys = [tuple(r) for r in items[units].astype(object).itertuples(index=False, name=None)]
+    labels = list(dict.fromkeys(keys))
+    index = {u: i for i, u in enumerate(labels)}
+    chunks = np.unique(items["chunk"].to_numpy())
+    col = np.searchsorted(chunks, items["chunk"].to_numpy())
+    row = np.fromiter((index[u] for u in keys), dtype=np.int64, count=len(keys))
+    ranks = np.full((len(labels), len(chunks)), -1, dtype=np.int64)
+    ranks[row, col] = items["rank"].to_numpy()
+    if len(items) != ranks.size or (ranks < 0).any():
+        raise ValueError(
+            f"the items do not form a complete (unit, chunk) grid: {len(items)} rows for {len(labels)} units × "
+            f"{len(chunks)} chunks; every {'/'.join(units)} needs the same chunks, once each"
+        )
+    return (ranks < k).astype(np.float64), labels, ranks
+
+
+class _PairIntervals:
+    """Chunk-only intervals of single pairs, memoised: the bootstrap of a mean over one
+    axis does not depend on the items' order, so it is computed on the sorted outcomes and
+    pairs with the same sorted outcomes (for hits: the same count) share it. A reader gets
+    the same numbers from ``interval(np.sort(hits))``."""
+
+    def __init__(self):
+        self.cache: dict[bytes, Interval] = {}
+
+    def __call__(self, x: np.ndarray) -> Interval:
+        s = np.sort(x)
+        key = s.tobytes()
+        if key not in self.cache:
+            self.cache[key] = interval(s)
+        return self.cache[key]
+
+
+def _hit_columns(prefix: str, iv: Interval | None, value: float) -> dict:
+    if iv is None:
+        return {prefix: value, f"{prefix} low": float("nan"), f"{prefix} high": float("nan")}
+    return {prefix: iv.estimate, f"{prefix} low": iv.low, f"{prefix} high": iv.high}
+
+
+def retrieval_frame(items: pd.DataFrame, ks: Sequence[int] = (1, 5)) -> pd.DataFrame:
+    """Hit@k per ordered model pair, from the items, with its interval over the pair's
+    chunks.
+
+    Args:
+        items: :func:`olas_utils.studies.crosslm.retrieval_items`.
+        ks: cut-offs; a Hit@k with ``k >= n`` cannot miss and is NaN.
+
+    Returns:
+        One row per ``(family, control, protocol, key, metric, target, source)`` with ``n``
+        (chunks) and, per k, ``hit@k``, ``hit@k low``, ``hit@k high`` (fractions).
+    """
+    ivs = _PairIntervals()
+    rows = []
+    by = ["family", "control", "protocol", "key", "metric", "target", "source"]
+    for names, g in _groups(items, by):
+        ranks = g.sort_values("chunk")["rank"].to_numpy()
+        row = dict(zip(by, names), n=len(ranks))
+        for k in ks:
+            row.update(
+                _hit_columns(f"hit@{k}", None, float("nan"))
+                if k >= len(ranks)
+                else _hit_columns(f"hit@{k}", ivs((ranks < k).astype(np.float64)), 0.0)
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def retrieval_summary(items: pd.DataFrame, ks: Sequence[int] = (1, 5)) -> pd.DataFrame:
+    """Hit@k of each family: the mean over its ordered model pairs and chunks, with the
+    interval of the crossed bootstrap over pairs and chunks, and the range over pairs.
+
+    Args:
+        items: :func:`olas_utils.studies.crosslm.retrieval_items`.
+        ks: cut-offs (a Hit@k with ``k >= n`` is NaN).
+
+    Returns:
+        One row per ``(protocol, family, control, key, metric)`` with ``pairs``, ``n``
+        (chunks), per k ``hit@k``, ``hit@k low``, ``hit@k high`` (95 % interval),
+        ``hit@k min``, ``hit@k max`` (over pairs), and ``chance@1`` (``1/n``).
+    """
+    rows = []
+    for names, g in _groups(items, _RETRIEVAL_GROUP):
+        row = dict(zip(_RETRIEVAL_GROUP, names))
+        for k in ks:
+            hits, labels, _ = outcome_array(g, k=k)
+            n = hits.shape[1]
+            row.update(pairs=len(labels), n=n)
+            if k >= n:
+                row.update(_hit_columns(f"hit@{k}", None, float("nan")))
+                row.update({f"hit@{k} min": float("nan"), f"hit@{k} max": float("nan")})
+                continue
+            per_pair = hits.mean(axis=1)
+            row.update(_hit_columns(f"hit@{k}", interval(hits), 0.0))
+            row.update({f"hit@{k} min": float(per_pair.min()), f"hit@{k} max": float(per_pair.max())})
+        row["chance@1"] = 1.0 / row["n"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _align(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Two outcome arrays ``(hits, labels, _)`` restricted to their common units, in ``a``'s
+    order (a control lacking a model's images has fewer pairs)."""
+    common = [u for u in a[1] if u in set(b[1])]
+    ia = [a[1].index(u) for u in common]
+    ib = [b[1].index(u) for u in common]
+    return a[0][ia], b[0][ib]
+
+
+def _verdict_cells(cells: list[dict], label: str) -> pd.DataFrame:
+    """Rows of a verdict table from ``cells`` (``meta``: the row's key columns, ``trained``:
+    an outcome array, ``controls``: ``{name: outcome array}``), Holm over all of them."""
+    rows, margins = [], []
+    for c in cells:
+        t = c["trained"]
+        best_name, best = None, None
+        for name, arr in c["controls"].items():
+            mine, theirs = _align(t, arr)
+            if best is None or theirs.mean() > best[1].mean():
+                best_name, best = name, (mine, theirs)
+        mine, theirs = best
+        ola, ctrl, m = interval(mine), interval(theirs), margin(mine, theirs)
+        margins.append(m)
+        rows.append(
+            {
+                **c["meta"],
+                f"ola_{label}": ola.estimate,
+                "ola_low": ola.low,
+                "ola_high": ola.high,
+                "strongest_control": best_name,
+                f"control_{label}": ctrl.estimate,
+                "control_low": ctrl.low,
+                "control_high": ctrl.high,
+                "margin": m.estimate,
+                "margin_low": m.low,
+                "margin_high": m.high,
+                "p": m.p_value,
+                **c.get("extra", {}),
+                **dict(zip(c["units"], mine.shape)),
+            }
+        )
+    out = pd.DataFrame(rows)
+    if len(out):
+        out.insert(out.columns.get_loc("p") + 1, "verdict", verdicts(margins))
+        out.insert(out.columns.get_loc("verdict") + 1, "holm_cells", len(margins))
+    return out
+
+
+def verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
+    """The trained models' Hit@1 against the *strongest* control (by point estimate), per
+    protocol, family and key, with three-way verdicts Holm-corrected across the table's
+    cells (``docs/method.md#uncertainty``).
+
+    Args:
+        items: :func:`olas_utils.studies.crosslm.retrieval_items`.
+        metric: the retrieval metric compared.
+
+    Returns:
+        One row per ``(protocol, family, key)`` that has a control: ``ola_hit@1`` with
+        ``ola_low``/``ola_high`` (95 % interval over pairs and chunks), ``strongest_control``,
+        ``control_hit@1`` with ``control_low``/``control_high``, ``margin`` with
+        ``margin_low``/``margin_high`` (paired: the same pairs and chunks), ``p`` (its
+        bootstrap p-value), ``verdict`` (``"beats"``, ``"indistinguishable"`` or
+        ``"loses"``), ``holm_cells`` (the cells corrected together: the table's rows),
+        ``same_trained_as`` (an earlier protocol whose trained-model ranks are identical for
+        this family and key — the same evidence, to be counted once; empty otherwise),
+        ``pairs`` and ``chunks``. Empty when the run has no control.
+    """
+    s = items[items["metric"] == metric]
+    cells, seen = [], {}
+    by = ["protocol", "family", "key"]
+    for names, g in _groups(s, by):
+        meta = dict(zip(by, names))
+        systems = {c: outcome_array(gc) for c, gc in _groups(g, ["control"])}
+        systems = {(c[0] if isinstance(c, tuple) else c): v for c, v in systems.items()}
+        if _TRAINED not in systems or len(systems) < 2:
+            continue
+        trained = systems.pop(_TRAINED)
+        same = ""
+        for (fam, key, proto), (labels, ranks) in seen.items():
+            if (
+                fam == meta["family"]
+                and key == meta["key"]
+                and labels == trained[1]
+                and np.array_equal(ranks, trained[2])
+            ):
+                same = proto
+                break
+        seen.setdefault((meta["family"], meta["key"], meta["protocol"]), (trained[1], trained[2]))
+        cells.append(
+            {
+                "meta": meta,
+                "trained": trained,
+                "controls": systems,
+                "extra": {"same_trained_as": same},
+                "units": ["pairs", "chunks"],
+            }
+        )
+    return _verdict_cells(cells, "hit@1")
+
+
+def classifier_summary(runs: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+    """The classifier's accuracy on each unseen target, over seeds and test images.
+
+    Args:
+        runs, items: the two frames of :func:`olas_utils.studies.crosslm.classifier_frame`.
+
+    Returns:
+        One row per ``(family, control, target, key, protocol)``: ``seeds``, ``n`` (test
+        images), ``top1`` (mean over seeds and images) with ``top1 low``/``top1 high`` (95 %
+        interval; ``resampled`` names the axes: ``"seeds × images"``, or ``"images (1
+        seed)"``), ``top1 sd`` (spread over seeds, NaN for one seed), ``top5`` with its
+        interval, ``chance``, ``heldout_top1`` and ``source_top1`` (means over seeds),
+        ``max_epochs``, ``chosen_epochs`` and ``epochs_run`` (per seed, ``;``-joined) and
+        ``capped`` (seeds stopped by the epoch cap while still at their best).
+    """
+    rows = []
+    for names, g in _groups(items, _CLASSIFIER_GROUP):
+        meta = dict(zip(_CLASSIFIER_GROUP, names))
+        r = runs
+        for c, v in meta.items():
+            r = r[r[c] == v]
+        hits1, seeds, _ = outcome_array(g, k=1, units=["seed"])
+        hits5, _, _ = outcome_array(g, k=5, units=["seed"])
+        per_seed = hits1.mean(axis=1)
+        top1, top5 = interval(hits1), interval(hits5)
+        rows.append(
+            {
+                **meta,
+                "seeds": len(seeds),
+                "n": hits1.shape[1],
+                "top1": top1.estimate,
+                "top1 low": top1.low,
+                "top1 high": top1.high,
+                "top1 sd": float(per_seed.std(ddof=1)) if len(seeds) > 1 else float("nan"),
+                "top5": top5.estimate,
+                "top5 low": top5.low,
+                "top5 high": top5.high,
+                "resampled": "seeds × images" if len(seeds) > 1 else "images (1 seed)",
+                "chance": 1.0 / hits1.shape[1],
+                "heldout_top1": float(r["heldout_top1"].mean()),
+                "source_top1": float(r["source_top1"].mean()),
+                "max_epochs": int(r["max_epochs"].iloc[0]),
+                "chosen_epochs": ";".join(str(int(v)) for v in r["chosen_epoch"]),
+                "epochs_run": ";".join(str(int(v)) for v in r["epochs_run"]),
+                "capped": int(r["capped"].sum()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def classifier_verdict_frame(items: pd.DataFrame) -> pd.DataFrame:
+    """The trained models' classifier top-1 on each unseen target against its strongest
+    control (by point estimate), paired over seeds and test images, with three-way verdicts
+    Holm-corrected across the table's cells.
+
+    Args:
+        items: the items of :func:`olas_utils.studies.crosslm.classifier_frame`.
+
+    Returns:
+        One row per ``(family, target, key, protocol)`` that has a control, with the columns
+        of :func:`verdict_frame` (``ola_top1``, ``control_top1``, ...) and ``seeds``,
+        ``images`` in place of ``pairs``, ``chunks``. Empty when no control was trained.
+    """
+    cells = []
+    by = ["family", "target", "key", "protocol"]
+    for names, g in _groups(items, by):
+        systems = {}
+        for c, gc in _groups(g, ["control"]):
+            systems[c[0] if isinstance(c, tuple) else c] = outcome_array(gc, units=["seed"])
+        if _TRAINED not in systems or len(systems) < 2:
+            continue
+        trained = systems.pop(_TRAINED)
+        cells.append(
+            {"meta": dict(zip(by, names)), "trained": trained, "controls": systems, "units": ["seeds", "images"]}
+        )
+    return _verdict_cells(cells, "top1")
