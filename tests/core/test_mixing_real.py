@@ -9,17 +9,9 @@ import torch
 from olas_utils.align import tokenize_words
 from olas_utils.capture import AttentionCapture
 from olas_utils.extract import extract_ola
+from olas_utils.zoo.registry import DEFAULT_MODELS
 
-DEFAULT = [
-    "minilm-l6",
-    "mpnet-base",
-    "e5-small",
-    "paraphrase-minilm-l3",
-    "splade-tiny",
-    "smollm2-135m",
-    "gemma3-270m",
-    "qwen2.5-0.5b",
-]
+DEFAULT = list(DEFAULT_MODELS)  # every default zoo model, in the registry's order
 
 SENTS = [
     ["The", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", "."],
