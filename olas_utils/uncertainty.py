@@ -15,6 +15,12 @@ Pure numpy; no model, no table. The shapes:
   spread; a number that averages 12 pairs gets the pairs' spread as well as the items'.
 * A *margin* is the same statistic of a system minus that of a baseline on the same cells,
   resampled with the *same* draws (paired resampling).
+* A metric that is not a ratio of sums (the SemEval macro-F1 over relation types) or whose
+  runs differ in number between the systems compared goes through :func:`interval_of` /
+  :func:`margin_of`: ``counts`` holds each item's count columns (``(items, k)``, ``(runs,
+  items, k)``, or a list of those per pair), a resample sums them over the drawn items and
+  the ``statistic`` turns the sums into the metric, per run; runs and pairs are averaged
+  with their resampling weights (the mean over seeds, and over pairs, of the corpus metric).
 
 Intervals are percentile intervals of ``N_RESAMPLES`` resamples (the method
 ``scipy.stats.bootstrap(method="percentile")`` uses; ``tests/core/test_uncertainty.py``
@@ -27,6 +33,7 @@ margin's sign, ``min(1, 2·min(P*(m ≤ 0), P*(m ≥ 0)))`` with the usual ``+1`
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -43,7 +50,10 @@ __all__ = [
     "VERDICTS",
     "Interval",
     "interval",
+    "interval_of",
     "margin",
+    "margin_of",
+    "ratio",
     "verdicts",
     "verdict_counts",
 ]
@@ -173,7 +183,11 @@ def _bootstrap(
         ws = [_weights(rng, b, k) for k in shape]
         stats.append(sum(s * _ratio(n, d, ws) for s, (n, d) in zip(signs, systems)))
         done += b
-    boot = np.concatenate(stats)
+    return _summary(float(estimate), np.concatenate(stats), tuple(shape), confidence, n_resamples)
+
+
+def _summary(estimate: float, boot: np.ndarray, shape: tuple, confidence: float, n_resamples: int) -> Interval:
+    """The percentile interval and two-sided p-value of bootstrap values ``boot``."""
     boot = boot[np.isfinite(boot)]  # a resample whose denominators are all zero has no value
     if boot.size < n_resamples // 2:
         raise ValueError("most resamples had a zero denominator: too few items with a positive den")
@@ -296,3 +310,160 @@ def verdict_counts(cells: Sequence[str | None]) -> str:
         f"{got.count(LOSES)} lose",
     ]
     return ", ".join(parts) + f" (of {len(got)})"
+
+
+def ratio(sums: np.ndarray) -> np.ndarray:
+    """The statistic ``Σ num / Σ den`` of count columns ``(..., 2)`` = ``(num, den)`` (UAS:
+    correct arcs over words), for :func:`interval_of` and :func:`margin_of`."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return sums[..., 0] / sums[..., 1]
+
+
+def _check_counts(counts, name: str) -> tuple[list[np.ndarray], bool, bool]:
+    """``counts`` as a list of ``(runs, items, k)`` arrays (one per pair), whether it was a list
+    of pairs, and whether it had a run axis."""
+    if isinstance(counts, (list, tuple)):
+        if not counts:
+            raise ValueError(f"{name} is an empty list of pairs")
+        arrs = [_as_array(c, f"{name}[{i}]") for i, c in enumerate(counts)]
+        if any(a.ndim != 3 for a in arrs):
+            raise ValueError(
+                f"{name} must list one (runs, items, k) array per pair, got shapes {[a.shape for a in arrs]}"
+            )
+        return arrs, True, True
+    c = _as_array(counts, name)
+    if c.ndim not in (2, 3):
+        raise ValueError(
+            f"{name} must be (items, k) or (runs, items, k) counts, or a list of (runs, items, k) arrays (one per "
+            f"pair), got shape {c.shape}"
+        )
+    return [c if c.ndim == 3 else c[None]], False, c.ndim == 3
+
+
+def _run_stat(statistic, x: np.ndarray, wr, wn) -> np.ndarray:
+    """``(b,)`` values of ``statistic`` on ``x`` ``(runs, items, k)`` with resampling weights ``wn``
+    ``(b, items)`` and ``wr`` ``(b, runs)`` (None: one run): counts summed over the drawn
+    items, the statistic per run, averaged over the drawn runs."""
+    v = np.asarray(statistic(np.einsum("rnk,zn->zrk", x, wn, optimize=True)), dtype=np.float64)
+    if wr is None:
+        return v[:, 0]
+    return (v * wr).sum(axis=1) / wr.sum(axis=1)
+
+
+def _statistic_bootstrap(statistic, systems: list, *, confidence, n_resamples, seed) -> Interval:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if n_resamples < 100:
+        raise ValueError(f"n_resamples must be >= 100 for a percentile interval, got {n_resamples}")
+    first, listed, _ = systems[0]
+    has_runs = any(h for _, _, h in systems)
+    items = first[0].shape[1:]
+    for arrs, lst, _ in systems:
+        if lst != listed or len(arrs) != len(first) or any(a.shape[1:] != items for a in arrs):
+            raise ValueError(
+                "a margin needs both systems on the same items, count columns and pairs (paired resampling), got "
+                f"shapes {[a.shape for a in first]} and {[a.shape for a in arrs]}"
+            )
+    signs = [1.0, -1.0][: len(systems)]
+    n_pairs, n_items = len(first), items[0]
+
+    def value(wp, draw_runs, wn):
+        total = 0.0
+        for p in range(n_pairs):
+            runs = [arrs[p].shape[0] for arrs, _, _ in systems]
+            joint = len(set(runs)) == 1  # equal run axes are drawn together (a seed index is a shared unit)
+            wrs = [draw_runs(runs[0])] * len(systems) if joint else [draw_runs(r) for r in runs]
+            v = sum(s * _run_stat(statistic, arrs[p], wr, wn) for s, (arrs, _, _), wr in zip(signs, systems, wrs))
+            total = total + (v if wp is None else v * wp[:, p])
+        return total if wp is None else total / wp.sum(axis=1)
+
+    def ones(r):
+        return np.ones((1, r)) if has_runs else None
+
+    estimate = float(value(np.ones((1, n_pairs)) if listed else None, ones, np.ones((1, n_items)))[0])
+    rng = np.random.default_rng(seed)
+    stats, done = [], 0
+    while done < n_resamples:
+        b = min(_CHUNK, n_resamples - done)
+        wp = _weights(rng, b, n_pairs) if listed else None
+        if listed:  # pairs, then items, then each pair's runs
+            wn = _weights(rng, b, n_items)
+            stats.append(value(wp, functools.partial(_weights, rng, b), wn))
+        else:  # runs, then items: the draws of interval() and margin()
+            wr = {r: _weights(rng, b, r) for r in sorted({a[0].shape[0] for a, _, _ in systems})} if has_runs else {}
+            wn = _weights(rng, b, n_items)
+            stats.append(value(None, wr.get, wn))
+        done += b
+    shape = ((n_pairs,) if listed else ()) + (first[0].shape[:2] if has_runs else first[0].shape[1:2])
+    return _summary(estimate, np.concatenate(stats), tuple(shape), confidence, n_resamples)
+
+
+def interval_of(
+    statistic,
+    counts,
+    *,
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval:
+    """Percentile bootstrap interval of a metric computed from summed per-item counts.
+
+    Args:
+        statistic: sums ``(..., k)`` → metric ``(...)``, vectorised over the leading axes
+            (e.g. :func:`ratio`, or entity F1 from ``(tp, fp, fn)``); must be the corpus
+            metric when given the counts summed over a corpus.
+        counts: ``(items, k)`` or ``(runs, items, k)``: each item's k count columns, e.g.
+            per (seed, sentence); or a list of ``(runs, items, k)`` arrays, one per pair (a
+            family of model pairs, runs may differ between pairs), all on the same items.
+            Pairs, runs and items are resampled independently (as in :func:`interval`; each
+            pair's runs on their own); the statistic is computed per run from the sums of
+            its drawn items and averaged over the drawn runs, then pairs (so the estimate is
+            the mean over seeds, and pairs, of the corpus metric).
+        confidence, n_resamples, seed: as in :func:`interval`.
+
+    Returns:
+        :class:`Interval` (``shape``: the counts' shape without the count columns). With
+        :func:`ratio` and a denominator that is the same in every run it equals
+        :func:`interval` of ``(num, den)`` draw for draw.
+
+    Raises:
+        ValueError: as :func:`interval`; counts of another number of axes.
+    """
+    return _statistic_bootstrap(
+        statistic, [_check_counts(counts, "counts")], confidence=confidence, n_resamples=n_resamples, seed=seed
+    )
+
+
+def margin_of(
+    statistic,
+    counts,
+    baseline_counts,
+    *,
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval:
+    """Paired bootstrap interval of ``statistic`` of a system minus that of a baseline.
+
+    Both count arrays have the same items (and pairs, and count columns) in the same order;
+    items and pairs are drawn once for both. Their run axes (seeds, or source × seed) may
+    differ in size: equal sizes are drawn together (as :func:`margin` does), different
+    sizes independently (different runs; a baseline with one run has no run spread).
+
+    Args:
+        statistic, counts, confidence, n_resamples, seed: as in :func:`interval_of`.
+        baseline_counts: the baseline's (the strongest control's) counts.
+
+    Returns:
+        :class:`Interval` of the difference, with the p-value :func:`verdicts` corrects.
+
+    Raises:
+        ValueError: as :func:`interval_of`, and when items, pairs or count columns differ.
+    """
+    return _statistic_bootstrap(
+        statistic,
+        [_check_counts(counts, "counts"), _check_counts(baseline_counts, "baseline_counts")],
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+    )

@@ -1,8 +1,9 @@
 """OLA and syntax (notebook 03; ``docs/method.md#ola-and-syntax``): training-free probes of word-level OLA and a
 biaffine dependency parser trained on each model's OLA, per order and for rollout.
 
-Sizes live in :data:`PROFILES`; the notebook calls :func:`probe_frame`,
-:func:`parser_frame`, :func:`uas_figure` and :func:`comparison_markdown` in that order.
+Sizes live in :data:`PROFILES`; the notebook calls :func:`probe_frame` and :func:`parser_frame`
+(each returns its table and the per-sentence outcomes it is computed from), then the tables,
+figure and text of :mod:`olas_utils.studies.syntax_report`.
 """
 
 from __future__ import annotations
@@ -15,19 +16,21 @@ from olas_utils.data.tasks import TaskData
 from olas_utils.sinks import preprocess
 from olas_utils.studies.depth import keys_for, orders_for
 from olas_utils.studies.profiles import AdapterSettings, SplitSizes, SyntaxProfile
-from olas_utils.vocabulary import CAUSAL, ENCODER, Control, MapKey, family_of
+from olas_utils.vocabulary import CAUSAL, ENCODER, Control, family_of
 
 __all__ = [
     "PROFILES",
     "PAPER_PARSER",
+    "MIN_MARGIN",
     "PROBE_VARIANTS",
+    "PROBE_COUNTS",
+    "PROBE_RATES",
     "PARSER_CONTROLS",
+    "BASELINE_MODEL",
     "probe_maps",
     "probe_frame",
+    "probe_rates",
     "parser_frame",
-    "parser_table",
-    "uas_figure",
-    "comparison_markdown",
 ]
 
 #: Notebook 03 sizes (``models=None``: the default zoo; a model shallower than an order skips
@@ -44,7 +47,15 @@ PROFILES: dict[str, SyntaxProfile] = {
         keys=("ola:1", "rollout"),
         level="word",
         training=AdapterSettings(
-            adapter="tiny", epochs=2, patience=1, batch_size=8, lr=2e-3, arc_dim=32, label_dim=16, workers=1
+            adapter="tiny",
+            epochs=2,
+            patience=1,
+            batch_size=8,
+            lr=2e-3,
+            arc_dim=32,
+            label_dim=16,
+            workers=1,
+            seeds=(0, 1),
         ),
     ),
     "quick": SyntaxProfile(
@@ -53,7 +64,15 @@ PROFILES: dict[str, SyntaxProfile] = {
         keys=("ola:1", "ola:2", "ola:3", "rollout"),
         level="word",
         training=AdapterSettings(
-            adapter="small", epochs=5, patience=2, batch_size=8, lr=3e-3, arc_dim=128, label_dim=64, workers=2
+            adapter="small",
+            epochs=5,
+            patience=2,
+            batch_size=8,
+            lr=3e-3,
+            arc_dim=128,
+            label_dim=64,
+            workers=2,
+            seeds=(0, 1, 2),
         ),
     ),
     "paper": SyntaxProfile(
@@ -68,7 +87,7 @@ PROFILES: dict[str, SyntaxProfile] = {
 }
 
 #: Condition names of the trained parser and of the model-free baseline.
-_OLA, _BASELINE = Control.TRAINED.condition, Control.BASELINE.condition
+_BASELINE = Control.BASELINE.condition
 
 #: What acceptance asks of the OLA parser (issue #11): ola:1 UAS above the neighbour chain by
 #: at least this many points, per family.
@@ -116,9 +135,9 @@ def probe_maps(maps, key: str, *, remove_sinks: bool = True) -> list:
 
 def probe_frame(
     models: Sequence[str], test: TaskData, pool, *, keys: Sequence[str], batch_size: int = 8, progress: bool = True
-) -> pd.DataFrame:
-    """Training-free probes (:func:`olas_utils.toa.probes.probe_corpus`) per model and key, plus
-    the neighbouring-word baseline (:func:`olas_utils.toa.probes.adjacent_baseline`).
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Training-free probes (:func:`olas_utils.toa.probes.probe_sentence`) per model and key, plus
+    the neighbouring-word baselines (:func:`olas_utils.toa.probes.adjacent_counts`), per sentence.
 
     Args:
         models: model names.
@@ -128,45 +147,57 @@ def probe_frame(
         batch_size, progress: extraction settings.
 
     Returns:
-        Rows ``model, family, maps, key, head_acc, dependent_acc, either_acc, uuas`` (``maps``:
-        one of :data:`PROBE_VARIANTS`); the baseline rows have ``model="baseline: next word"``
-        (and ``"previous word"``) and ``maps = key = "-"``.
+        ``(probes, items)``. ``probes``: rows ``model, family, maps, key, head_acc,
+        dependent_acc, either_acc, uuas`` (``maps``: one of :data:`PROBE_VARIANTS`), computed
+        from ``items``; the baseline rows have ``model="baseline: next word"`` (and
+        ``"previous word"``) and ``maps = key = "-"`` (their ``uuas`` is the neighbour
+        chain's). ``items``: the same columns but the rates, plus ``sentence`` and the counts
+        ``n, n_head, head, dependent, either, correct, total`` (the rates are
+        ``head / n_head``, ``dependent / n``, ``either / n``, ``correct / total``).
     """
-    from olas_utils.toa.probes import adjacent_baseline, probe_corpus
+    from olas_utils.studies.outcomes import item_rows
+    from olas_utils.toa.probes import adjacent_counts, probe_sentence
     from olas_utils.toa.taskmaps import task_maps
 
-    rows = []
+    items = []
     for name in models:
         maps = task_maps(
             pool, name, test, orders=orders_for(name, (1, 2, 3)), batch_size=batch_size, progress=progress
         ).to_words()
         for variant in PROBE_VARIANTS:
             for key in keys_for(name, keys):
-                r = probe_corpus(probe_maps(maps, key, remove_sinks=variant == "sinks removed"), test.heads)
-                rows.append(
-                    {
-                        "model": name,
-                        "family": family_of(maps.is_causal),
-                        "maps": variant,
-                        "key": key,
-                        **{k: r[k] for k in ("head_acc", "dependent_acc", "either_acc", "uuas")},
-                    }
-                )
-    b = adjacent_baseline(test.heads)
+                per = [
+                    probe_sentence(m, h)
+                    for m, h in zip(probe_maps(maps, key, remove_sinks=variant == "sinks removed"), test.heads)
+                ]
+                run = {"model": name, "family": family_of(maps.is_causal), "maps": variant, "key": key}
+                items += item_rows(run, {c: [r[c] for r in per] for c in PROBE_COUNTS})
+    adj = [adjacent_counts(h) for h in test.heads]
     for side, label in (("next", "next word"), ("prev", "previous word")):
-        rows.append(
-            {
-                "model": f"baseline: {label}",
-                "family": "-",
-                "maps": "-",
-                "key": "-",
-                "head_acc": b[f"{side}_head_acc"],
-                "dependent_acc": b[f"{side}_dependent_acc"],
-                "either_acc": b[f"{side}_either_acc"],
-                "uuas": b["uuas"],
-            }
-        )
-    return pd.DataFrame(rows)
+        cols = {"n": "n", "n_head": "n_head", "head": f"{side}_head", "dependent": f"{side}_dependent"}
+        cols.update(either=f"{side}_either", correct="chain", total="total")
+        run = {"model": f"baseline: {label}", "family": "-", "maps": "-", "key": "-"}
+        items += item_rows(run, {c: [r[src] for r in adj] for c, src in cols.items()})
+    items = pd.DataFrame(items)
+    return probe_rates(items), items
+
+
+#: Per-sentence count columns of the probes' items, and each rate's (numerator, denominator).
+PROBE_COUNTS = ("n", "n_head", "head", "dependent", "either", "correct", "total")
+PROBE_RATES = {
+    "head_acc": ("head", "n_head"),
+    "dependent_acc": ("dependent", "n"),
+    "either_acc": ("either", "n"),
+    "uuas": ("correct", "total"),
+}
+
+
+def probe_rates(items: pd.DataFrame) -> pd.DataFrame:
+    """The probes' rates per (model, maps, key) from their per-sentence counts (:func:`probe_frame`)."""
+    g = items.groupby(["model", "family", "maps", "key"], sort=False)[list(PROBE_COUNTS)].sum().reset_index()
+    for rate, (num, den) in PROBE_RATES.items():
+        g[rate] = (g[num] / g[den].where(g[den] > 0)).fillna(0.0)
+    return g[["model", "family", "maps", "key", *PROBE_RATES]]
 
 
 def parser_frame(
@@ -177,26 +208,28 @@ def parser_frame(
     pool,
     cfg: SyntaxProfile,
     *,
-    seed: int = 0,
+    seeds: Sequence[int] | None = None,
     device="cpu",
     checkpoint_dir=None,
     progress: bool = True,
     store=None,
-) -> pd.DataFrame:
-    """The biaffine OLA parser trained per model and key (``docs/method.md#ola-and-syntax``) beside its controls,
-    with early stopping on EWT dev.
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The biaffine OLA parser trained per model, key and seed (``docs/method.md#ola-and-syntax``)
+    beside its controls, with early stopping on EWT dev.
 
     Each key is one adapter with 2 channels (the map raw and sink-removed), trained on
-    ``train`` with the epoch chosen on ``dev`` (never on ``test``). Rows per model and key:
+    ``train`` with the epoch chosen on ``dev`` (never on ``test``), once per training seed.
+    Rows per model, key and seed:
 
     * ``ola`` — trained and tested on the model's maps;
     * ``random-init target`` — that adapter tested on a randomly initialised copy's maps;
     * ``tokenizer-only`` / ``position-only`` — the same adapter trained and tested on
       uniform-attention maps / relative-position channels
       (:mod:`olas_utils.studies.adapters`; at word level they are the same for every model
-      and key of a family, so each is trained once per family);
+      and key of a family, so each is trained once per family and seed);
 
-    and one ``baseline`` row (:func:`olas_utils.toa.fit.trivial_baseline`, the neighbour chain).
+    and one ``baseline`` row (:func:`olas_utils.toa.fit.trivial_baseline`, the neighbour
+    chain; deterministic, ``seed`` 0).
 
     Args:
         models: model names.
@@ -205,7 +238,7 @@ def parser_frame(
         cfg: a profile of :data:`PROFILES` (its keys, level and training settings;
             ``training.workers``: adapters trained at the same time on a CPU, see
             :func:`olas_utils.toa.parallel.fit_many`); a model shallower than an order skips its key.
-        seed: training seed.
+        seeds: training seeds (default ``cfg.training.seeds``).
         device: where to train.
         checkpoint_dir: resumable checkpoints (default ``<cache>/toa``).
         progress: bars.
@@ -213,14 +246,19 @@ def parser_frame(
             studies (default: a new one on ``pool``).
 
     Returns:
-        Rows ``model, family, key, condition, uas, las, uas_nopunct, las_nopunct,
-        uas_greedy, las_greedy`` (fractions; ``*_greedy``: heads by greedy argmax as the
-        released code scores them, ``docs/method.md#released-code``; the others use Chu–Liu/Edmonds trees) and
-        ``best_epoch, epochs_run, dev_curve`` (the dev UAS after each epoch).
+        ``(parser, items)``. ``parser``: rows ``model, family, key, condition, seed, uas, las,
+        uas_nopunct, las_nopunct, uas_greedy, las_greedy`` (fractions; ``*_greedy``: heads by
+        greedy argmax as the released code scores them, ``docs/method.md#released-code``; the
+        others use Chu–Liu/Edmonds trees) and ``best_epoch, epochs_run, dev_curve`` (the dev
+        UAS after each epoch). ``items``: per row of ``parser`` and test sentence
+        (``sentence``), the outcomes of :func:`olas_utils.toa.fit.sentence_outcomes` (``arcs,
+        labels, words`` and their ``_nopunct`` forms) and ``arcs_greedy, labels_greedy``.
     """
     from olas_utils.studies.adapters import MapStore, adapter_job, provenance, train_adapters
-    from olas_utils.toa.fit import evaluate, score, trivial_baseline
+    from olas_utils.studies.outcomes import item_rows
+    from olas_utils.toa.fit import evaluate_outcomes, score, sentence_outcomes, trivial_baseline
 
+    seeds = tuple(cfg.training.seeds if seeds is None else seeds)
     store = store or MapStore(pool, level=cfg.level, progress=progress)
     plan = {}
     for name in models:  # 1. maps, model-major (each model and its random copy loaded once), and the runs
@@ -232,29 +270,28 @@ def parser_frame(
         for key in keys_for(name, cfg.keys):
             for inputs in (Control.TRAINED, Control.TOKENIZER_ONLY, Control.POSITION_ONLY):
                 x = {s: store.examples(name, d, [key], inputs=inputs) for s, d in (("train", train), ("dev", dev))}
-                plan[name, key, inputs] = adapter_job(
-                    (x["train"], train),
-                    (x["dev"], dev),
-                    cfg.training,
-                    seed=seed,
-                    device=device,
-                    provenance=provenance([name], [key], cfg.level, inputs=inputs),
-                    checkpoint_dir=checkpoint_dir,
-                    desc=f"parser {name} {key} {inputs.condition}",
-                )
+                for seed in seeds:
+                    plan[name, key, inputs, seed] = adapter_job(
+                        (x["train"], train),
+                        (x["dev"], dev),
+                        cfg.training,
+                        seed=seed,
+                        device=device,
+                        provenance=provenance([name], [key], cfg.level, inputs=inputs),
+                        checkpoint_dir=checkpoint_dir,
+                        desc=f"parser {name} {key} {inputs.condition} seed {seed}",
+                    )
     trained = train_adapters(plan, cfg.training, progress=progress)  # 2. every distinct run once, in parallel on a CPU
 
-    rows = []
+    rows, items = [], []
 
-    def add(name, key, condition, model, info, x_test):
-        r = evaluate(model, x_test, test, device=device)
-        g = evaluate(model, x_test, test, device=device, tree="greedy")
+    def add(name, key, condition, seed, model, info, x_test):
+        r, out = evaluate_outcomes(model, x_test, test, device=device)
+        g, greedy = evaluate_outcomes(model, x_test, test, device=device, tree="greedy")
+        run = {"model": name, "family": store.family(name), "key": key, "condition": condition, "seed": seed}
         rows.append(
             {
-                "model": name,
-                "family": store.family(name),
-                "key": key,
-                "condition": condition,
+                **run,
                 **r,
                 "uas_greedy": g["uas"],
                 "las_greedy": g["las"],
@@ -263,28 +300,30 @@ def parser_frame(
                 "dev_curve": " ".join(f"{v:.3f}" for v in info["curve"]),
             }
         )
+        items.extend(item_rows(run, {**out, "arcs_greedy": greedy["arcs"], "labels_greedy": greedy["labels"]}))
 
-    for (name, key, inputs), (model, info) in trained.items():  # 3. test
-        add(name, key, inputs.condition, model, info, store.examples(name, test, [key], inputs=inputs))
+    for (name, key, inputs, seed), (model, info) in trained.items():  # 3. test
+        add(name, key, inputs.condition, seed, model, info, store.examples(name, test, [key], inputs=inputs))
         if inputs is Control.TRAINED:
             add(
                 name,
                 key,
                 Control.RANDOM_INIT_TARGET.condition,
+                seed,
                 model,
                 info,
                 store.examples(name, test, [key], control=Control.RANDOM_INIT_TARGET),
             )
-    rows.append(
-        {
-            "model": "baseline: neighbour chain",
-            "family": "-",
-            "key": "-",
-            "condition": _BASELINE,
-            **score(test, trivial_baseline(train, test)),
-        }
-    )
-    return pd.DataFrame(rows)
+    base = trivial_baseline(train, test)
+    run = {"model": BASELINE_MODEL, "family": "-", "key": "-", "condition": _BASELINE, "seed": 0}
+    rows.append({**run, **score(test, base)})
+    out = sentence_outcomes(test, base)
+    items.extend(item_rows(run, {**out, "arcs_greedy": out["arcs"], "labels_greedy": out["labels"]}))
+    return pd.DataFrame(rows), pd.DataFrame(items)
+
+
+#: The ``model`` of the parser table's model-free baseline row.
+BASELINE_MODEL = "baseline: neighbour chain"
 
 
 #: Controls of the parser table, in display order (condition names of
@@ -292,121 +331,3 @@ def parser_frame(
 PARSER_CONTROLS = tuple(
     c.condition for c in (Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_INIT_TARGET, Control.BASELINE)
 )
-
-
-def parser_table(frame: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
-    """Wide view of :func:`parser_frame`: per model and key, ``metric`` (%) of the OLA
-    parser and of every control side by side, the strongest control and the margin
-    ``ola − strongest`` (positive: OLA beats every control)."""
-    base = 100 * frame[frame.condition == _BASELINE][metric].iloc[0]
-    d = frame[frame.condition != _BASELINE]
-    wide = d.pivot_table(index=["model", "family", "key"], columns="condition", values=metric, sort=False) * 100
-    wide[_BASELINE] = base
-    controls = [c for c in PARSER_CONTROLS if c in wide]
-    out = wide[[_OLA] + controls].copy()
-    out["strongest control"] = wide[controls].idxmax(axis=1)
-    out["margin"] = wide[_OLA] - wide[controls].max(axis=1)
-    epochs = d[d.condition == _OLA].set_index(["model", "family", "key"])[["best_epoch", "epochs_run"]]
-    return out.join(epochs).reset_index().round(1)
-
-
-def uas_figure(frame: pd.DataFrame, metric: str = "uas"):
-    """Grouped bars: ``metric`` per (model, key) for the OLA parser and each trained
-    control, the model-free baseline as a dashed line.
-
-    Returns:
-        The matplotlib figure.
-    """
-    import matplotlib.pyplot as plt
-
-    base = frame[frame.condition == _BASELINE]
-    data = frame[frame.condition != _BASELINE].assign(where=lambda d: d.model + "\n" + d.key)
-    piv = data.pivot_table(index="where", columns="condition", values=metric, sort=False)
-    piv = piv[[c for c in (_OLA,) + PARSER_CONTROLS if c in piv]]
-    fig, ax = plt.subplots(figsize=(1.6 + 0.9 * len(piv), 3.6), layout="constrained")
-    (piv * 100).plot.bar(ax=ax, rot=0, width=0.8)
-    for _, r in base.iterrows():
-        ax.axhline(100 * r[metric], color="k", ls="--", lw=1, label=r["model"])
-    ax.set_ylabel(f"{metric.upper()} (%)")
-    ax.set_xlabel("")
-    ax.tick_params(axis="x", labelsize=7)
-    ax.legend(fontsize=7, ncols=3)
-    return fig
-
-
-def _still_improving(runs: pd.DataFrame) -> str:
-    """A line counting the adapters whose best dev epoch was the last one run (still
-    improving when training ended: more epochs would likely raise them)."""
-    last = runs[runs.best_epoch == runs.epochs_run]
-    return (
-        f"* Adapters whose best dev epoch was their last (still improving when training ended, so these numbers "
-        f"are lower bounds for the recipe): **{len(last)}/{len(runs)}**"
-        + (f" (at most {int(runs.epochs_run.max())} epochs)." if len(runs) else ".")
-    )
-
-
-def comparison_markdown(parser: pd.DataFrame, probes: pd.DataFrame, *, sizes: str) -> str:
-    """The notebook's closing text, generated from this run's tables: OLA against its
-    strongest control per model and key, the acceptance margins over the neighbour chain
-    (:data:`MIN_MARGIN`), the order ranking and the paper's BERT-base numbers
-    (:data:`PAPER_PARSER`)."""
-    table = parser_table(parser)
-    base = parser[parser.condition == _BASELINE].iloc[0]
-    ola = parser[parser.condition == _OLA]
-    lines = [
-        f"**This run** ({sizes}; UAS/LAS with punctuation, trees by Chu–Liu/Edmonds; epoch chosen on EWT dev).",
-        "",
-        "| model | key | OLA UAS | strongest control | its UAS | margin | OLA LAS | greedy UAS (released) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for _, r in table.iterrows():
-        o = ola[(ola.model == r.model) & (ola.key == r.key)].iloc[0]
-        lines.append(
-            f"| {r.model} | {r.key} | {r.ola:.1f} | {r['strongest control']} | "
-            f"{r.ola - r.margin:.1f} | {r.margin:+.1f} | {100 * o.las:.1f} | {100 * o.uas_greedy:.1f} |"
-        )
-    beats = (table.margin > 0).sum()
-    lines += [
-        "",
-        f"* OLA beats its strongest control (tokenizer-only, position-only, random-init target, neighbour "
-        f"chain) on **{beats}/{len(table)}** (model, key) pairs"
-        + (
-            "."
-            if beats == len(table)
-            else "; where it does not, the parser reads no more syntax from OLA than from that control."
-        ),
-    ]
-    for _, r in ola[ola.key == "ola:1"].iterrows():
-        need = MIN_MARGIN[r.family]
-        gap = 100 * (r.uas - base.uas)
-        lines.append(
-            f"* {r.model} ({r.family}): ola:1 UAS {100 * r.uas:.1f} = neighbour chain "
-            f"{100 * base.uas:.1f} **{gap:+.1f}** points (asked: ≥ {need:.0f}): "
-            + ("met." if gap >= need else f"**not met** (dev curve {r.dev_curve}).")
-        )
-    mean = ola.groupby("key", sort=False)[["uas", "las"]].mean() * 100
-    order = [k for k in mean.index if MapKey.parse(k).order is not None]
-    ranked = order == sorted(order, key=lambda k: -mean.loc[k, "uas"])
-    ro = "rollout" in mean.index and all(mean.loc["rollout", "uas"] <= mean.loc[k, "uas"] for k in order)
-    lines += [
-        f"* Lower orders carry more syntax than higher orders (paper's finding): "
-        f"**{'yes' if ranked else 'no'}** in this run (mean UAS by key: "
-        + ", ".join(f"{k} {v:.1f}" for k, v in mean.uas.items())
-        + "; paper, BERT-base: "
-        + ", ".join(f"{k} {v[0]}" for k, v in PAPER_PARSER.items())
-        + ").",
-        f"* Rollout below every OLA order: **{'yes' if ro else 'no'}**.",
-        _still_improving(ola),
-        "* LAS trails UAS by more than in the paper: OLA carries no word identity, and relation labels "
-        "depend on it (the neighbour chain's LAS uses each word's most frequent relation).",
-    ]
-    pb = probes[probes.key == "-"]["uuas"].iloc[0] * 100
-    for variant, pv in probes[probes.key != "-"].groupby("maps", sort=False):
-        pm = pv.groupby("key", sort=False)["uuas"].mean() * 100
-        best = pv.loc[pv.uuas.idxmax()]
-        lines.append(
-            f"* Training-free MST of the symmetrised word map ({variant}), mean UUAS over models: "
-            + ", ".join(f"{k} {v:.1f}" for k, v in pm.items())
-            + f"; best {best.model} {best.key} {100 * best.uuas:.1f} (neighbour-chain baseline {pb:.1f})."
-        )
-    return "\n".join(lines)

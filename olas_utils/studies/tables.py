@@ -20,15 +20,17 @@ ITEM_SUFFIXES = (".parquet", ".csv.gz")
 
 def write_table(df: pd.DataFrame, stem: str | Path, *, floatfmt: str = ".3f") -> tuple[Path, Path]:
     """Write ``df`` as ``<stem>.csv`` and ``<stem>.md`` (folders created; each written
-    atomically, :func:`olas_utils.atomic.write_text_atomic`).
+    atomically, :func:`olas_utils.atomic.write_text_atomic`). The Markdown shows floats with
+    ``floatfmt``, except p-values (a column named ``p``), which keep 4 decimals.
 
     Returns:
         The two paths.
     """
     stem = Path(stem)
     csv, md = stem.with_suffix(".csv"), stem.with_suffix(".md")
+    fmt = [".4f" if c == "p" else floatfmt for c in df.columns] if "p" in df.columns else floatfmt
     write_text_atomic(csv, df.to_csv(index=False, float_format="%.4f"), what="result table")
-    write_text_atomic(md, df.to_markdown(index=False, floatfmt=floatfmt) + "\n", what="result table")
+    write_text_atomic(md, df.to_markdown(index=False, floatfmt=fmt) + "\n", what="result table")
     return csv, md
 
 
@@ -79,7 +81,9 @@ def write_items(df: pd.DataFrame, stem: str | Path, *, fmt: str | None = None) -
 
 def read_items(path: str | Path) -> pd.DataFrame:
     """Read an items file written by :func:`write_items`: ``path`` itself, or the stem it
-    was written under (``<path>.parquet``, then ``<path>.csv.gz``).
+    was written under (``<path>.parquet``, then ``<path>.csv.gz``). A gzipped CSV is read
+    with ``keep_default_na=False``: a ``"-"`` or an empty label stays a string, and only an
+    empty cell reads as NaN.
 
     Raises:
         FileNotFoundError: no such file under either suffix.
@@ -88,5 +92,7 @@ def read_items(path: str | Path) -> pd.DataFrame:
     candidates = [path] if path.is_file() else [path.with_name(path.name + s) for s in ITEM_SUFFIXES]
     for p in candidates:
         if p.is_file():
-            return pd.read_parquet(p) if p.name.endswith(".parquet") else pd.read_csv(p)
+            if p.name.endswith(".parquet"):
+                return pd.read_parquet(p)
+            return pd.read_csv(p, keep_default_na=False, na_values=[""])
     raise FileNotFoundError(f"no items file at {path} (looked for {', '.join(str(c) for c in candidates)})")

@@ -43,6 +43,8 @@ __all__ = [
     "TRANSFER_CONTROLS",
     "load_splits",
     "run_transfer",
+    "transfer_condition",
+    "score_keys",
     "transfer_matrix",
 ]
 
@@ -67,7 +69,7 @@ CONDITIONS = (
 #: The quick sizes and training settings (notebook 03's, so adapters are shared), kept by ``wide``.
 _QUICK_SIZES = SplitSizes(n_train=2000, n_dev=300, n_test=500, min_words=3, max_words=30)
 _QUICK_TRAINING = AdapterSettings(
-    adapter="small", epochs=5, patience=2, batch_size=8, lr=3e-3, arc_dim=128, label_dim=64, workers=2
+    adapter="small", epochs=5, patience=2, batch_size=8, lr=3e-3, arc_dim=128, label_dim=64, workers=2, seeds=(0, 1, 2)
 )
 
 #: Notebook 04 sizes (``models=None``: the default zoo; ``tasks=None``: all of
@@ -91,7 +93,15 @@ PROFILES: dict[str, TransferProfile] = {
         keys=("ola:1", "ola:2"),
         level="word",
         training=AdapterSettings(
-            adapter="tiny", epochs=2, patience=1, batch_size=8, lr=2e-3, arc_dim=32, label_dim=16, workers=1
+            adapter="tiny",
+            epochs=2,
+            patience=1,
+            batch_size=8,
+            lr=2e-3,
+            arc_dim=32,
+            label_dim=16,
+            workers=1,
+            seeds=(0, 1),
         ),
     ),
     "quick": TransferProfile(
@@ -147,13 +157,13 @@ def run_transfer(
     cfg: TransferProfile,
     pool,
     *,
-    seed: int = 0,
+    seeds: Sequence[int] | None = None,
     device="cpu",
     checkpoint_dir=None,
     progress: bool = True,
     store=None,
-) -> pd.DataFrame:
-    """Train every (model, task, variant) adapter with early stopping on the model's dev
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train every (model, task, variant, seed) adapter with early stopping on the model's dev
     data and evaluate it on every model of its family, with the remedies, controls and
     baseline of the module docstring.
 
@@ -162,22 +172,30 @@ def run_transfer(
         splits: from :func:`load_splits`.
         cfg: a profile of :data:`PROFILES`.
         pool: a :class:`~olas_utils.toa.taskmaps.ModelPool` (its seed seeds the random copies).
-        seed: training seed.
+        seeds: training seeds (default ``cfg.training.seeds``): every adapter is trained once
+            per seed. The headline variant of a target is chosen once, on the dev transfer
+            between the other models averaged over seeds.
         device: where to train and predict.
         checkpoint_dir: resumable checkpoints (default ``<cache>/toa``).
         progress: bars.
         store: a :class:`~olas_utils.studies.adapters.MapStore` shared with other studies.
 
     Returns:
-        Long table: ``task, metric, family, source, target, condition, variant, score`` and
-        every metric of :func:`olas_utils.toa.fit.score` as its own column (fractions), plus
-        ``best_epoch`` / ``epochs_run`` of the adapter. ``source`` is ``"-"`` for the
-        baseline, ``"others"`` for multi-source and ``"chosen"`` for the headline row
-        (whose ``variant`` names the choice and ``dev_choice`` its dev score).
+        ``(frame, items)``. ``frame``, the long table: ``task, metric, family, source, target,
+        condition, variant, seed, score`` and every metric of :func:`olas_utils.toa.fit.score`
+        as its own column (fractions), plus ``best_epoch`` / ``epochs_run`` of the adapter.
+        ``source`` is ``"-"`` for the baseline (``seed`` 0: it is deterministic), ``"others"``
+        for multi-source and ``"chosen"`` for the headline rows (one per seed, the mean over
+        the other models of the chosen variant; ``variant`` names the choice and
+        ``dev_choice`` its dev score). ``items``: per evaluated run (every row but the
+        headline's) and test sentence (``sentence``), the run's columns and the outcomes of
+        :func:`olas_utils.toa.fit.sentence_outcomes`.
     """
     from olas_utils.studies.adapters import MapStore, adapter_job, provenance, train_adapters
-    from olas_utils.toa.fit import HEADLINE, evaluate, score, trivial_baseline
+    from olas_utils.studies.outcomes import item_rows
+    from olas_utils.toa.fit import HEADLINE, evaluate, evaluate_outcomes, score, sentence_outcomes, trivial_baseline
 
+    seeds = tuple(cfg.training.seeds if seeds is None else seeds)
     store = store or MapStore(pool, level=cfg.level, progress=progress)
     keys = list(cfg.keys)
     # 1. maps, model-major (each model and its random copy loaded once)
@@ -189,18 +207,22 @@ def run_transfer(
             store.maps(name, test, Control.RANDOM_INIT_TARGET.maps)
         store.release()
     family = {m: store.family(m) for m in models}
-    rows = []
+    rows, items = [], []
 
-    def add(task, source, target, condition, variant, scores, info=None, **extra):
+    def add(task, source, target, condition, variant, seed, scores, info=None, outcomes=None, **extra):
+        run = {
+            "task": task,
+            "metric": HEADLINE[task],
+            "family": family.get(target, "-"),
+            "source": source,
+            "target": target,
+            "condition": condition,
+            "variant": variant,
+            "seed": seed,
+        }
         rows.append(
             {
-                "task": task,
-                "metric": HEADLINE[task],
-                "family": family.get(target, "-"),
-                "source": source,
-                "target": target,
-                "condition": condition,
-                "variant": variant,
+                **run,
                 "score": scores[HEADLINE[task]],
                 **scores,
                 "best_epoch": (info or {}).get("best_epoch"),
@@ -208,6 +230,8 @@ def run_transfer(
                 **extra,
             }
         )
+        if outcomes is not None:
+            items.extend(item_rows(run, outcomes))
 
     for task, (train, dev, test) in splits.items():
         metric = HEADLINE[task]
@@ -217,9 +241,9 @@ def run_transfer(
 
         def ev(model, target, x):  # test scores; POS also as the released code counts it (docs/method.md#released-code)
             wid = store.maps(target, test).word_ids if task == "pos" else None
-            return evaluate(model, x, test, device=device, word_ids=wid)
+            return evaluate_outcomes(model, x, test, device=device, word_ids=wid)
 
-        def job(names, variant="plain", inputs=Control.TRAINED):
+        def job(names, seed, variant="plain", inputs=Control.TRAINED):
             x_tr, x_dv = (_interleave([ex(n, d, variant, inputs) for n in names]) for d in (train, dev))
             return adapter_job(
                 (x_tr, train),
@@ -230,94 +254,80 @@ def run_transfer(
                 provenance=provenance(names, keys, cfg.level, inputs=inputs, variant=variant),
                 device=device,
                 checkpoint_dir=checkpoint_dir,
-                desc=f"{task} on {'+'.join(names)} {variant} {inputs.condition}",
+                desc=f"{task} on {'+'.join(names)} {variant} {inputs.condition} seed {seed}",
             )
 
-        plan = {("single", s, v): job([s], v) for s in models for v in VARIANTS}
+        plan = {("single", s, v, k): job([s], k, v) for s in models for v in VARIANTS for k in seeds}
         for target in models:
             others = [s for s in models if s != target and family[s] == family[target]]
-            if others:
-                plan["multi", target, "plain"] = job(others)
-            for inputs in _INPUT_CONTROLS:
-                plan[inputs, target, "plain"] = job([target], "plain", inputs)
+            for k in seeds:
+                if others:
+                    plan["multi", target, "plain", k] = job(others, k)
+                for inputs in _INPUT_CONTROLS:
+                    plan[inputs, target, "plain", k] = job([target], k, "plain", inputs)
         trained = train_adapters(plan, cfg.training, progress=progress)  # every distinct run once, in parallel on a CPU
-        adapters = {(s, v): trained["single", s, v] for s in models for v in VARIANTS}
-        dev_transfer = {
-            (s, t, v): evaluate(adapters[s, v][0], ex(t, dev, v), dev, device=device)[metric]
-            for (s, v) in adapters
+        adapters = {(s, v, k): trained["single", s, v, k] for s in models for v in VARIANTS for k in seeds}
+        dev_transfer = {  # the mean over seeds of each ordered pair's dev transfer
+            (s, t, v): sum(evaluate(adapters[s, v, k][0], ex(t, dev, v), dev, device=device)[metric] for k in seeds)
+            / len(seeds)
+            for s in models
+            for v in VARIANTS
             for t in models
             if t != s and family[t] == family[s]
         }
         for target in models:
             peers = [s for s in models if family[s] == family[target]]
             others = [s for s in peers if s != target]
-            model, info = adapters[target, "plain"]
-            add(task, target, target, "self", "plain", ev(model, target, ex(target, test)), info)
-            for source in peers:
-                model, info = adapters[source, "plain"]
-                add(
-                    task,
-                    source,
-                    target,
-                    Control.RANDOM_INIT_TARGET.condition,
-                    "plain",
-                    ev(model, target, ex(target, test, control=Control.RANDOM_INIT_TARGET)),
-                    info,
-                )
-            for source in others:
-                for v in VARIANTS:
-                    model, info = adapters[source, v]
-                    cond = "transfer" if v == "plain" else f"transfer ({v})"
-                    add(task, source, target, cond, v, ev(model, target, ex(target, test, v)), info)
-            if others:
-                model, info = trained["multi", target, "plain"]
-                add(
-                    task,
-                    "others",
-                    target,
-                    "transfer (multi-source)",
-                    "plain",
-                    ev(model, target, ex(target, test)),
-                    info,
-                )
-                choice = _choose_variant(dev_transfer, [s for s in others])
-                chosen = [
-                    r
-                    for r in rows
-                    if r["task"] == task
-                    and r["target"] == target
-                    and r["condition"].startswith("transfer")
-                    and r["variant"] == choice[0]
-                    and r["source"] in others
-                ]
-                mean = {k: sum(r[k] for r in chosen) / len(chosen) for k in score_keys(chosen[0])}
-                add(task, "chosen", target, "TOA (headline)", choice[0], mean, dev_choice=choice[1])
-            for inputs in _INPUT_CONTROLS:
-                model, info = trained[inputs, target, "plain"]
-                add(
-                    task,
-                    target,
-                    target,
-                    inputs.condition,
-                    "plain",
-                    ev(model, target, ex(target, test, inputs=inputs)),
-                    info,
-                )
-        base = score(test, trivial_baseline(train, test))
-        rows.append(
-            {
-                "task": task,
-                "metric": metric,
-                "family": "-",
-                "source": "-",
-                "target": "-",
-                "condition": Control.BASELINE.condition,
-                "variant": "-",
-                "score": base[metric],
-                **base,
-            }
+            choice = _choose_variant(dev_transfer, others) if others else None
+            for k in seeds:
+                model, info = adapters[target, "plain", k]
+                sc, out = ev(model, target, ex(target, test))
+                add(task, target, target, "self", "plain", k, sc, info, out)
+                for source in peers:
+                    model, info = adapters[source, "plain", k]
+                    sc, out = ev(model, target, ex(target, test, control=Control.RANDOM_INIT_TARGET))
+                    add(task, source, target, Control.RANDOM_INIT_TARGET.condition, "plain", k, sc, info, out)
+                for source in others:
+                    for v in VARIANTS:
+                        model, info = adapters[source, v, k]
+                        sc, out = ev(model, target, ex(target, test, v))
+                        add(task, source, target, transfer_condition(v), v, k, sc, info, out)
+                if others:
+                    model, info = trained["multi", target, "plain", k]
+                    sc, out = ev(model, target, ex(target, test))
+                    add(task, "others", target, "transfer (multi-source)", "plain", k, sc, info, out)
+                    chosen = [
+                        r
+                        for r in rows
+                        if r["task"] == task
+                        and r["target"] == target
+                        and r["seed"] == k
+                        and r["condition"] == transfer_condition(choice[0])
+                        and r["source"] in others
+                    ]
+                    mean = {c: sum(r[c] for r in chosen) / len(chosen) for c in score_keys(chosen[0])}
+                    add(task, "chosen", target, "TOA (headline)", choice[0], k, mean, dev_choice=choice[1])
+                for inputs in _INPUT_CONTROLS:
+                    model, info = trained[inputs, target, "plain", k]
+                    sc, out = ev(model, target, ex(target, test, inputs=inputs))
+                    add(task, target, target, inputs.condition, "plain", k, sc, info, out)
+        base = trivial_baseline(train, test)
+        add(
+            task,
+            "-",
+            "-",
+            Control.BASELINE.condition,
+            "-",
+            0,
+            score(test, base),
+            outcomes=sentence_outcomes(test, base),
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), pd.DataFrame(items)
+
+
+def transfer_condition(variant: str) -> str:
+    """The condition name of single-source transfer with a training variant of :data:`VARIANTS`."""
+    return "transfer" if variant == "plain" else f"transfer ({variant})"
 
 
 def score_keys(row: dict) -> list[str]:
@@ -333,6 +343,7 @@ def score_keys(row: dict) -> list[str]:
         "best_epoch",
         "epochs_run",
         "dev_choice",
+        "seed",
     }
     return [k for k, v in row.items() if k not in skip and isinstance(v, float)]
 
@@ -357,7 +368,8 @@ def _choose_variant(dev_transfer: dict, sources: Sequence[str]) -> tuple[str, fl
 
 
 def transfer_matrix(frame: pd.DataFrame, task: str) -> pd.DataFrame:
-    """Headline score (%) of ``task``: rows = source adapter, columns = target model
-    (``self`` on the diagonal), families side by side."""
+    """Headline score (%) of ``task``, the mean over training seeds: rows = source adapter,
+    columns = target model (``self`` on the diagonal), families side by side. Which pairs
+    transfer well is read off after seeing it: exploratory, no verdict."""
     d = frame[(frame.task == task) & frame.condition.isin(["self", "transfer"])]
     return (d.pivot_table(index=["family", "source"], columns="target", values="score", sort=False) * 100).round(1)

@@ -4,6 +4,9 @@ the standard word-level metric, and the trivial baselines every table is read ag
 Metrics (:mod:`olas_utils.toa.metrics`): POS word accuracy; NER seqeval entity micro-F1;
 SemEval-2010 Task 8 official macro-F1 (9 relation types, direction counted, ``Other``
 excluded) and accuracy; dependency UAS / LAS per word with and without punctuation.
+Per-sentence outcomes (:func:`sentence_outcomes`, :func:`evaluate_outcomes`) hold the
+counts those metrics are sums of; :func:`metric_counts` turns them into the count columns
+and statistic of :func:`olas_utils.uncertainty.interval_of` (``docs/method.md#uncertainty``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ __all__ = [
     "HEADLINE",
     "to_labels",
     "score",
+    "OUTCOMES",
+    "sentence_outcomes",
+    "metric_counts",
+    "score_outcomes",
     "trivial_baseline",
     "fit_adapter",
     "checkpoint_file",
@@ -86,6 +93,131 @@ def score(data: TaskData, labels: Sequence) -> dict:
     for punct, suffix in ((True, ""), (False, "_nopunct")) if data.upos is not None else ((True, ""),):
         s = metrics.attachment_scores(data.heads, heads, data.labels, rels, upos=data.upos, punct=punct)
         out["uas" + suffix], out["las" + suffix] = s["uas"], s["las"]
+    return out
+
+
+#: Per-sentence outcome columns of :func:`sentence_outcomes`, by task kind (``"pos"`` and
+#: ``"ner"`` for the two token tasks): their sums give :func:`score`'s metrics.
+OUTCOMES: dict[str, tuple[str, ...]] = {
+    "pos": ("correct", "words"),
+    "ner": ("tp", "fp", "fn"),
+    "relation": ("gold", "pred", "correct"),
+    "dependency": ("arcs", "labels", "words", "arcs_nopunct", "labels_nopunct", "words_nopunct"),
+}
+
+
+def _outcome_kind(task: str, kind: str) -> str:
+    return "pos" if task == "pos" else "ner" if kind == "token" else kind
+
+
+def sentence_outcomes(data: TaskData, labels: Sequence) -> dict[str, list]:
+    """Per-sentence outcomes of predicted labels (strings, as from :func:`to_labels`), one list
+    per column of :data:`OUTCOMES`: POS correct words and words; NER entity ``tp, fp, fn``;
+    relation the gold and predicted label and whether they match; dependency correct heads
+    (``arcs``), correct heads and relations (``labels``) and words, with and without
+    punctuation (the ``_nopunct`` columns only when ``data.upos`` is known). Summed, they
+    give :func:`score` exactly (:func:`score_outcomes`).
+
+    Raises:
+        ValueError: as :func:`score`.
+    """
+    from olas_utils.toa import metrics
+
+    if len(labels) != len(data):
+        raise ValueError(f"{len(labels)} predictions for {len(data)} sentences")
+    kind = _outcome_kind(data.task, data.kind)
+    if kind == "pos":
+        rows = metrics.pos_counts(data.labels, labels)
+    elif kind == "ner":
+        rows = metrics.entity_counts(data.labels, labels)
+    elif kind == "relation":
+        metrics.semeval_counts(data.labels, labels)  # validates
+        rows = [(g, p, int(g == p)) for g, p in zip(data.labels, labels)]
+    else:
+        heads, rels = [h for h, _ in labels], [r for _, r in labels]
+        rows = metrics.attachment_counts(data.heads, heads, data.labels, rels)
+        if data.upos is not None:
+            nop = metrics.attachment_counts(data.heads, heads, data.labels, rels, upos=data.upos, punct=False)
+            rows = [a + b for a, b in zip(rows, nop)]
+    cols = OUTCOMES[kind][: len(rows[0])] if rows else OUTCOMES[kind]
+    return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+
+
+def _ratio_columns(kind: str, metric: str) -> tuple[str, str] | None:
+    if kind == "pos" and metric == "accuracy":
+        return "correct", "words"
+    if kind == "relation" and metric == "accuracy":
+        return "correct", None
+    if kind == "dependency" and metric.split("_")[0] in ("uas", "las"):
+        head, _, suffix = metric.partition("_")
+        suffix = f"_{suffix}" if suffix else ""
+        return ("arcs" if head == "uas" else "labels") + suffix, "words" + ("_nopunct" if suffix == "_nopunct" else "")
+    return None
+
+
+def metric_counts(task: str, kind: str, metric: str, outcomes) -> tuple:
+    """Count columns and statistic of one metric, for :func:`olas_utils.uncertainty.interval_of`.
+
+    Args:
+        task, kind: the task (``TaskData.task`` / ``.kind``).
+        metric: a key of :func:`score`'s result (``"uas"``, ``"las_nopunct"``, ``"f1"``,
+            ``"macro_f1"``, ``"accuracy"``, ...).
+        outcomes: per-sentence outcomes (:func:`sentence_outcomes`: a mapping of column →
+            sequence, e.g. a DataFrame of one run's sentences, in order).
+
+    Returns:
+        ``(counts, statistic)``: ``counts`` an ``(n, k)`` float array, one row per sentence;
+        ``statistic`` maps summed counts ``(..., k)`` to the metric ``(...)``.
+
+    Raises:
+        ValueError: a metric the task does not have.
+    """
+    import numpy as np
+
+    from olas_utils.toa import metrics
+
+    k = _outcome_kind(task, kind)
+    cols = _ratio_columns(k, metric)
+    if cols is not None:
+        num = np.asarray(outcomes[cols[0]], dtype=np.float64)
+        den = np.ones_like(num) if cols[1] is None else np.asarray(outcomes[cols[1]], dtype=np.float64)
+        return np.stack([num, den], axis=-1), lambda s: _safe_ratio(s[..., 0], s[..., 1])
+    if k == "ner" and metric in ("precision", "recall", "f1"):
+        c = np.stack([np.asarray(outcomes[n], dtype=np.float64) for n in ("tp", "fp", "fn")], axis=-1)
+        return c, lambda s: metrics.entity_f1_from_counts(s[..., 0], s[..., 1], s[..., 2])[metric]
+    if k == "relation" and metric == "macro_f1":
+        c = metrics.semeval_counts(list(outcomes["gold"]), list(outcomes["pred"])).astype(np.float64)
+        n_types = c.shape[-1]
+        return c.reshape(len(c), -1), lambda s: metrics.semeval_macro_f1_from_counts(
+            s.reshape(s.shape[:-1] + (3, n_types))
+        )
+    raise ValueError(f"no per-sentence counts for metric {metric!r} of task {task!r}")
+
+
+def _safe_ratio(num, den):
+    import numpy as np
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def score_outcomes(task: str, kind: str, outcomes) -> dict:
+    """:func:`score`'s headline metrics recomputed from summed per-sentence outcomes
+    (:func:`sentence_outcomes`): the same values, which the tests check on real predictions."""
+    import numpy as np
+
+    names = {
+        "pos": ("accuracy",),
+        "ner": ("precision", "recall", "f1"),
+        "relation": ("macro_f1", "accuracy"),
+        "dependency": tuple(
+            m for m in ("uas", "las", "uas_nopunct", "las_nopunct") if "words_nopunct" in outcomes or "nopunct" not in m
+        ),
+    }[_outcome_kind(task, kind)]
+    out = {}
+    for m in names:
+        counts, stat = metric_counts(task, kind, m, outcomes)
+        out[m] = float(np.asarray(stat(counts.sum(axis=0)[None]))[0])
     return out
 
 
@@ -172,11 +304,16 @@ class AdapterSettings:
 
     Attributes:
         adapter: a size of :data:`olas_utils.toa.adapter.ADAPTER_SIZES`.
-        epochs: the epoch cap; patience: epochs without dev improvement before stopping;
-            min_epochs: epochs always run.
+        epochs: the epoch cap; patience: epochs without dev improvement before stopping.
         batch_size, lr: optimisation.
         arc_dim, label_dim: biaffine head sizes (dependency parsing).
         workers: adapters trained at the same time on a CPU (None: one per core).
+        min_epochs: epochs always run.
+        seeds: the training seeds; every adapter is trained once per seed (its
+            :class:`~olas_utils.toa.train.TrainConfig` ``seed``, part of its checkpoint key, from
+            which batch order, noise and dropout are derived with
+            :func:`olas_utils.fingerprint.seed_from`); seed 0 is the run of a single-seed profile,
+            so its checkpoints stay valid.
     """
 
     adapter: str
@@ -188,6 +325,13 @@ class AdapterSettings:
     label_dim: int
     workers: int | None = None
     min_epochs: int = 1
+    seeds: tuple[int, ...] = (0,)
+
+    def __post_init__(self) -> None:
+        seeds = tuple(self.seeds)
+        if not seeds or len(set(seeds)) != len(seeds) or any(int(x) != x or x < 0 for x in seeds):
+            raise ValueError(f"seeds must be distinct non-negative integers, at least one, got {self.seeds!r}")
+        object.__setattr__(self, "seeds", tuple(int(x) for x in seeds))
 
 
 def profile_training(settings: AdapterSettings, seed: int, kind: str) -> tuple[TrainConfig, dict]:
@@ -346,6 +490,18 @@ def evaluate(
             the examples are not those of ``data`` (:func:`olas_utils.toa.features.check_examples`:
             number, kind, words per sentence, finite images; names both arguments).
     """
+    return evaluate_outcomes(model, examples, data, device=device, tree=tree, word_ids=word_ids)[0]
+
+
+def evaluate_outcomes(
+    model: TOAModel, examples: Sequence[Example], data: TaskData, *, device="cpu", tree: str = "mst", word_ids=None
+) -> tuple[dict, dict]:
+    """:func:`evaluate` and the per-sentence outcomes of the same predictions
+    (:func:`sentence_outcomes`): ``(scores, outcomes)``.
+
+    Raises:
+        ValueError: as :func:`evaluate`.
+    """
     if model.kind != data.kind or model.n_classes != len(data.label_names):
         raise ValueError(
             f"the model is a {model.kind} model with {model.n_classes} classes but {data.task} is a "
@@ -359,7 +515,7 @@ def evaluate(
         from olas_utils.toa.metrics import released_pos_accuracy
 
         out["accuracy_released"] = released_pos_accuracy(data.labels, labels, word_ids)
-    return out
+    return out, sentence_outcomes(data, labels)
 
 
-__all__.append("evaluate")
+__all__ += ["evaluate", "evaluate_outcomes"]

@@ -6,6 +6,14 @@
   score (and the other numbers the official scorer prints).
 * Dependency parsing — :func:`attachment_scores`: UAS/LAS per word.
 
+Per-sentence outcomes (``docs/method.md#uncertainty``): :func:`pos_counts`,
+:func:`entity_counts`, :func:`semeval_counts` and :func:`attachment_counts` give each
+sentence's counts, whose sums give back the corpus metric exactly (:func:`pos_accuracy` is
+``Σ correct / Σ words``, :func:`entity_f1` is :func:`entity_f1_from_counts` of the summed
+``(tp, fp, fn)``, the official SemEval score is :func:`semeval_macro_f1_from_counts` of the
+summed per-type counts, UAS / LAS are ``Σ arcs / Σ words``), so a bootstrap can resample
+sentences and recompute the metric from resampled sums.
+
 All scores are fractions in [0, 1] (the official SemEval scorer prints percentages;
 multiply by 100 to compare).
 """
@@ -14,6 +22,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+
+import numpy as np
 
 from olas_utils.data import SEMEVAL_LABELS
 
@@ -24,6 +34,12 @@ __all__ = [
     "semeval_scores",
     "attachment_scores",
     "SEMEVAL_RELATIONS",
+    "pos_counts",
+    "entity_counts",
+    "entity_f1_from_counts",
+    "semeval_counts",
+    "semeval_macro_f1_from_counts",
+    "attachment_counts",
 ]
 
 
@@ -322,3 +338,120 @@ def attachment_scores(
     if n == 0:
         raise ValueError("attachment_scores: no word to score (all words excluded as punctuation)")
     return {"uas": ua / n, "las": la / n, "n": n}
+
+
+# ----------------------------------------------------------------------------------------
+# Per-sentence counts (their sums give the corpus metrics above)
+# ----------------------------------------------------------------------------------------
+
+
+def pos_counts(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> list[tuple[int, int]]:
+    """Per sentence ``(correct words, words)``: :func:`pos_accuracy` is the ratio of their sums.
+
+    Raises:
+        ValueError: as :func:`pos_accuracy`.
+    """
+    _check_parallel(gold, pred, "pos_counts")
+    return [(sum(g == p for g, p in zip(gs, ps)), len(gs)) for gs, ps in zip(gold, pred)]
+
+
+def entity_counts(gold_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]]) -> list[tuple[int, int, int]]:
+    """Per sentence ``(tp, fp, fn)`` of exactly matching entities, read as :func:`entity_f1` reads
+    them (seqeval's ``get_entities``, default mode; an entity never crosses a sentence, so
+    the sentences' counts add up to the corpus counts seqeval uses).
+
+    Raises:
+        ValueError: as :func:`entity_f1`.
+    """
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    _check_parallel(gold_tags, pred_tags, "entity_counts")
+    out = []
+    for g, p in zip(gold_tags, pred_tags):
+        eg, ep = set(get_entities([list(g)])), set(get_entities([list(p)]))
+        tp = len(eg & ep)
+        out.append((tp, len(ep) - tp, len(eg) - tp))
+    return out
+
+
+def entity_f1_from_counts(tp, fp, fn) -> dict:
+    """``{"precision", "recall", "f1"}`` from summed entity counts (scalars or arrays of equal
+    shape, e.g. bootstrap resamples); a zero denominator gives 0, as ``zero_division=0``."""
+    tp, fp, fn = (np.asarray(x, dtype=np.float64) for x in (tp, fp, fn))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(tp + fp > 0, tp / (tp + fp), 0.0)
+        r = np.where(tp + fn > 0, tp / (tp + fn), 0.0)
+        f = np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), 0.0)
+    return {"precision": p[()], "recall": r[()], "f1": f[()]}
+
+
+def semeval_counts(gold: Sequence[str], pred: Sequence[str]) -> np.ndarray:
+    """Per example, the official score's counts per relation type: an ``(n, 3, 9)`` 0/1 array
+    of ``(tp, predicted, gold)`` for each of :data:`SEMEVAL_RELATIONS` (an example is a true
+    positive of its gold type when the label, direction included, is right; ``Other``
+    counts nowhere). Their sums are the ``tp``, ``n_pred``, ``n_gold`` of
+    :func:`semeval_scores`' ``per_type``.
+
+    Raises:
+        ValueError: as :func:`semeval_scores`.
+    """
+    semeval_scores(gold, pred)  # validates lengths and labels
+    index = {r: i for i, r in enumerate(SEMEVAL_RELATIONS)}
+    out = np.zeros((len(gold), 3, len(SEMEVAL_RELATIONS)), dtype=np.int64)
+    for i, (g, p) in enumerate(zip(gold, pred)):
+        if g != "Other":
+            out[i, 2, index[g.split("(")[0]]] = 1
+            out[i, 0, index[g.split("(")[0]]] = int(g == p)
+        if p != "Other":
+            out[i, 1, index[p.split("(")[0]]] = 1
+    return out
+
+
+def semeval_macro_f1_from_counts(counts) -> np.ndarray | float:
+    """The official SemEval-2010 Task 8 score (:func:`semeval_scores`' ``macro_f1``) from summed
+    counts ``(..., 3, 9)`` (:func:`semeval_counts` summed over examples; leading axes, e.g.
+    bootstrap resamples, are kept): per type F1 = 2·tp / (predicted + gold), averaged over the
+    types present in gold; 0 where no type is."""
+    c = np.asarray(counts, dtype=np.float64)
+    if c.shape[-2:] != (3, len(SEMEVAL_RELATIONS)):
+        raise ValueError(f"counts must end in (3, {len(SEMEVAL_RELATIONS)}), got shape {c.shape}")
+    tp, n_pred, n_gold = c[..., 0, :], c[..., 1, :], c[..., 2, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = np.where(n_pred + n_gold > 0, 2 * tp / (n_pred + n_gold), 0.0)
+    present = n_gold > 0
+    k = present.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(k > 0, (f * present).sum(axis=-1) / k, 0.0)
+    return out[()]
+
+
+def attachment_counts(
+    gold_heads: Sequence[Sequence[int]],
+    pred_heads: Sequence[Sequence[int]],
+    gold_rels: Sequence[Sequence[str]],
+    pred_rels: Sequence[Sequence[str]],
+    upos: Sequence[Sequence[str]] | None = None,
+    punct: bool = True,
+) -> list[tuple[int, int, int]]:
+    """Per sentence ``(correct heads, correct heads and relations, words scored)``: UAS and LAS of
+    :func:`attachment_scores` are the ratios of their sums (a sentence of punctuation only
+    scores ``(0, 0, 0)`` with ``punct=False``).
+
+    Raises:
+        ValueError: as :func:`attachment_scores`, except that a corpus with no word left is
+            allowed (every sentence then counts 0).
+    """
+    _check_parallel(gold_heads, pred_heads, "attachment_counts (heads)")
+    _check_parallel(gold_heads, gold_rels, "attachment_counts (gold_rels vs gold_heads)")
+    _check_parallel(gold_heads, pred_rels, "attachment_counts (pred_rels vs gold_heads)")
+    if not punct:
+        if upos is None:
+            raise ValueError("attachment_counts: punct=False needs upos (gold UPOS tags) to find punctuation")
+        _check_parallel(gold_heads, upos, "attachment_counts (upos vs gold_heads)")
+    out = []
+    for s, (gh, ph, gr, pr) in enumerate(zip(gold_heads, pred_heads, gold_rels, pred_rels)):
+        keep = [punct or upos[s][i] != "PUNCT" for i in range(len(gh))]
+        ua = [k and int(gh[i]) == int(ph[i]) for i, k in enumerate(keep)]
+        la = sum(u and gr[i] == pr[i] for i, u in enumerate(ua))
+        out.append((sum(ua), la, sum(keep)))
+    return out

@@ -28,7 +28,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["strongest_word_probe", "mst_uuas", "probe_corpus", "adjacent_baseline", "gold_edges"]
+__all__ = [
+    "strongest_word_probe",
+    "mst_uuas",
+    "probe_sentence",
+    "probe_corpus",
+    "adjacent_counts",
+    "adjacent_baseline",
+    "gold_edges",
+]
 
 
 def _as_map(word_map: Any, w: int) -> np.ndarray:
@@ -157,6 +165,17 @@ def mst_uuas(word_map: Any, heads: Sequence[int]) -> dict[str, int]:
     return {"correct": len(gold & pred), "total": len(gold)}
 
 
+def probe_sentence(word_map: Any, heads: Sequence[int]) -> dict[str, int]:
+    """Both probes on one sentence: the counts of :func:`strongest_word_probe` and
+    :func:`mst_uuas` together (``n, n_head, head, dependent, either, correct, total``);
+    :func:`probe_corpus` is their sum over sentences.
+
+    Raises:
+        ValueError: as the two probes.
+    """
+    return {**strongest_word_probe(word_map, heads), **mst_uuas(word_map, heads)}
+
+
 def probe_corpus(maps_list: Sequence[Any], heads_list: Sequence[Sequence[int]]) -> dict:
     """Run both probes over a corpus and pool the counts into rates.
 
@@ -178,9 +197,7 @@ def probe_corpus(maps_list: Sequence[Any], heads_list: Sequence[Sequence[int]]) 
         raise ValueError(f"probe_corpus: {len(maps_list)} maps but {len(heads_list)} head lists")
     tot = {"n": 0, "n_head": 0, "head": 0, "dependent": 0, "either": 0, "correct": 0, "total": 0}
     for m, h in zip(maps_list, heads_list):
-        for k, v in strongest_word_probe(m, h).items():
-            tot[k] += v
-        for k, v in mst_uuas(m, h).items():
+        for k, v in probe_sentence(m, h).items():
             tot[k] += v
     if tot["n"] == 0:
         raise ValueError("probe_corpus: no sentence with at least 2 words")
@@ -192,6 +209,36 @@ def probe_corpus(maps_list: Sequence[Any], heads_list: Sequence[Sequence[int]]) 
         **tot,
         "sentences": len(heads_list),
     }
+
+
+def adjacent_counts(heads: Sequence[int]) -> dict[str, int]:
+    """The neighbouring-word predictors' counts on one sentence (all 0 below 2 words):
+    ``chain`` (gold edges ``{i, i+1}``) of ``total`` gold edges; ``next_head``,
+    ``next_dependent``, ``next_either`` and the ``prev_`` ones (see :func:`adjacent_baseline`)
+    of ``n`` words (``n_head`` with a word head). :func:`adjacent_baseline` is their sum.
+
+    Raises:
+        ValueError: invalid heads.
+    """
+    h = _check_heads(heads)
+    w = len(h)
+    out = {"n": 0, "n_head": 0, "total": 0, "chain": 0}
+    out.update({f"{d}_{k}": 0 for d in ("next", "prev") for k in ("head", "dependent", "either")})
+    if w < 2:
+        return out
+    gold = gold_edges(h)
+    out["total"] = len(gold)
+    out["chain"] = sum(frozenset((i, i + 1)) in gold for i in range(w - 1))
+    out["n"] = w
+    out["n_head"] = sum(x != 0 for x in h)
+    for i in range(w):
+        for d, j in (("next", i + 1 if i + 1 < w else i - 1), ("prev", i - 1 if i > 0 else i + 1)):
+            is_head = h[i] == j + 1
+            is_dep = h[j] == i + 1
+            out[f"{d}_head"] += is_head
+            out[f"{d}_dependent"] += is_dep
+            out[f"{d}_either"] += is_head or is_dep
+    return out
 
 
 def adjacent_baseline(heads_list: Sequence[Sequence[int]]) -> dict:
@@ -217,25 +264,12 @@ def adjacent_baseline(heads_list: Sequence[Sequence[int]]) -> dict:
     Raises:
         ValueError: invalid heads, or no sentence with at least 2 words.
     """
-    n = n_head = total = chain_ok = 0
-    cnt = {f"{d}_{k}": 0 for d in ("next", "prev") for k in ("head", "dependent", "either")}
+    tot: dict[str, int] = {}
     for heads in heads_list:
-        h = _check_heads(heads)
-        w = len(h)
-        if w < 2:
-            continue
-        gold = gold_edges(h)
-        total += len(gold)
-        chain_ok += sum(frozenset((i, i + 1)) in gold for i in range(w - 1))
-        n += w
-        n_head += sum(x != 0 for x in h)
-        for i in range(w):
-            for d, j in (("next", i + 1 if i + 1 < w else i - 1), ("prev", i - 1 if i > 0 else i + 1)):
-                is_head = h[i] == j + 1
-                is_dep = h[j] == i + 1
-                cnt[f"{d}_head"] += is_head
-                cnt[f"{d}_dependent"] += is_dep
-                cnt[f"{d}_either"] += is_head or is_dep
+        for k, v in adjacent_counts(heads).items():
+            tot[k] = tot.get(k, 0) + v
+    n, n_head, total, chain_ok = (tot.get(k, 0) for k in ("n", "n_head", "total", "chain"))
+    cnt = {k: v for k, v in tot.items() if k.startswith(("next_", "prev_"))}
     if n == 0:
         raise ValueError("adjacent_baseline: no sentence with at least 2 words")
     out = {"uuas": chain_ok / total if total else 0.0}

@@ -130,3 +130,83 @@ def test_bad_inputs_are_refused():
         interval([])
     with pytest.raises(ValueError, match="alpha"):
         verdicts([_m(0.1, 0.01)], alpha=1.5)
+
+
+def _same(a: Interval, b: Interval) -> bool:
+    return a.shape == b.shape and all(
+        getattr(a, k) == pytest.approx(getattr(b, k), abs=1e-12) for k in ("estimate", "low", "high", "p_value")
+    )
+
+
+def _runs(rng, rates, words):
+    return np.stack([rng.binomial(words, p) for p in rates]).astype(float)
+
+
+def test_statistic_of_counts_with_ratio_is_interval_and_margin_draw_for_draw():
+    from olas_utils.uncertainty import interval_of, margin_of, ratio
+
+    rng = np.random.default_rng(7)
+    words = rng.integers(3, 30, size=150)
+    a, b = _runs(rng, (0.5, 0.55, 0.52), words), _runs(rng, (0.45, 0.46, 0.5), words)
+    den = np.broadcast_to(words.astype(float), a.shape)
+    # (items, k)
+    assert _same(
+        interval_of(ratio, np.stack([a[0], words], -1), n_resamples=600), interval(a[0], words, n_resamples=600)
+    )
+    # (runs, items, k): the same draws as interval() / margin() on (seed, sentence) arrays
+    assert _same(interval_of(ratio, np.stack([a, den], -1), n_resamples=600), interval(a, den, n_resamples=600))
+    got = margin_of(ratio, np.stack([a, den], -1), np.stack([b, den], -1), n_resamples=600)
+    assert _same(got, margin(a, b, den, den, n_resamples=600))
+
+
+def test_margin_of_compares_runs_of_different_numbers_and_pairs():
+    from olas_utils.uncertainty import interval_of, margin_of, ratio
+
+    rng = np.random.default_rng(8)
+    words = rng.integers(3, 30, size=200)
+    six = np.stack([_runs(rng, [0.6] * 6, words), np.broadcast_to(words, (6, 200))], -1)
+    one = np.stack([_runs(rng, [0.4], words), words[None]], -1)
+    m = margin_of(ratio, six, one, n_resamples=800)
+    assert m.estimate == pytest.approx(six[..., 0].sum(1).mean() / words.sum() - one[..., 0].sum() / words.sum())
+    assert m.low > 0.1 and m.p_value < 0.01
+    # a family of pairs: its estimate is the mean of the pairs' statistics
+    pairs = [six, six[:3] * [1, 1], one]
+    fam = interval_of(ratio, pairs, n_resamples=800)
+    each = [interval_of(ratio, p, n_resamples=100).estimate for p in pairs]
+    assert fam.estimate == pytest.approx(np.mean(each)) and fam.shape == (3, 6, 200)
+    # pairs resampled: wider than the single pair's interval
+    assert fam.half_width > interval_of(ratio, six, n_resamples=800).half_width
+    with pytest.raises(ValueError, match="same items"):
+        margin_of(ratio, six, one[:, :100])
+    with pytest.raises(ValueError, match="same items"):
+        margin_of(ratio, [six, six], [one])
+
+
+def test_nonlinear_statistic_known_answers():
+    """Macro-F1-like statistic (mean over classes of 2tp / (pred + gold)): a system clearly
+    better than its baseline beats it, one against itself is indistinguishable, clearly worse
+    loses."""
+    from olas_utils.uncertainty import margin_of
+
+    rng = np.random.default_rng(9)
+    n, k = 300, 4
+    gold = rng.integers(0, k, size=n)  # the same items for both systems
+
+    def counts(p):
+        pred = np.where(rng.random(n) < p, gold, rng.integers(0, k, size=n))
+        c = np.zeros((3, n, 3, k))
+        for s in range(3):
+            pred_s = np.where(rng.random(n) < 0.05, rng.integers(0, k, size=n), pred)
+            c[s, np.arange(n), 0, gold] = pred_s == gold
+            c[s, np.arange(n), 1, pred_s] = 1
+            c[s, np.arange(n), 2, gold] = 1
+        return c.reshape(3, n, 3 * k)
+
+    def macro(s):
+        s = s.reshape(s.shape[:-1] + (3, k))
+        return (2 * s[..., 0, :] / (s[..., 1, :] + s[..., 2, :])).mean(-1)
+
+    good, bad = counts(0.8), counts(0.3)
+    cells = [margin_of(macro, good, bad, n_resamples=1000), margin_of(macro, good, good, n_resamples=1000)]
+    cells.append(margin_of(macro, bad, good, n_resamples=1000))
+    assert verdicts(cells) == [BEATS, INDISTINGUISHABLE, LOSES]

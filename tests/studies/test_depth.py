@@ -76,16 +76,16 @@ def test_syntax_and_transfer_run_with_a_two_layer_model(tmp_path):
     )
     splits = transfer.load_splits(cfg.tasks, cfg, seed=0)
     pool = ModelPool(device="cpu", seed=0)
-    frame = transfer.run_transfer(cfg.models, splits, cfg, pool, seed=0, checkpoint_dir=tmp_path, progress=False)
+    frame, _ = transfer.run_transfer(cfg.models, splits, cfg, pool, seeds=(0,), checkpoint_dir=tmp_path, progress=False)
     assert {("splade-tiny", "paraphrase-minilm-l3"), ("paraphrase-minilm-l3", "splade-tiny")} <= set(
         zip(frame.source, frame.target)
     )
     train, dev, test = splits["dependency"]
     scfg = replace(syntax_study.PROFILES["smoke"], keys=("ola:1", "ola:3", "rollout"))
-    parser = syntax_study.parser_frame(
-        ["splade-tiny"], train, dev, test, pool, scfg, seed=0, checkpoint_dir=tmp_path, progress=False
+    parser, _ = syntax_study.parser_frame(
+        ["splade-tiny"], train, dev, test, pool, scfg, seeds=(0,), checkpoint_dir=tmp_path, progress=False
     )
     ola = parser[(parser.model == "splade-tiny") & (parser.condition == "ola")]
     assert list(ola.key) == ["ola:1", "rollout"]
-    probes = syntax_study.probe_frame(["splade-tiny"], test, pool, keys=["ola:2", "ola:3"], progress=False)
+    probes, _ = syntax_study.probe_frame(["splade-tiny"], test, pool, keys=["ola:2", "ola:3"], progress=False)
     assert set(probes[probes.model == "splade-tiny"].key) == {"ola:2"}

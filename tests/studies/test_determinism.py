@@ -1,5 +1,6 @@
 """Determinism: two runs of a reduced TOA / syntax pipeline with the same seed (and fresh
-training checkpoints, so nothing is reused) write byte-identical result tables."""
+training checkpoints, so nothing is reused) write byte-identical result tables and
+per-sentence outcomes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from olas_utils.studies import syntax as syntax_study
 from olas_utils.studies import transfer
-from olas_utils.studies.tables import write_table
+from olas_utils.studies.tables import write_items, write_table
 from olas_utils.toa.taskmaps import ModelPool
 
 pytestmark = pytest.mark.real_model
@@ -27,23 +28,27 @@ def test_reduced_runs_write_identical_tables(tmp_path):
     texts = []
     for run in range(2):
         pool = ModelPool(device="cpu", seed=0)
-        frame = transfer.run_transfer(
-            REDUCED.models, splits, REDUCED, pool, seed=0, checkpoint_dir=tmp_path / f"ckpt{run}", progress=False
+        frame, items = transfer.run_transfer(
+            REDUCED.models, splits, REDUCED, pool, seeds=(0,), checkpoint_dir=tmp_path / f"ckpt{run}", progress=False
         )
         train, dev, test = splits["dependency"]
-        parser = syntax_study.parser_frame(
+        parser, parser_items = syntax_study.parser_frame(
             ["minilm-l6"],
             train,
             dev,
             test,
             pool,
             syntax_study.PROFILES["smoke"],
-            seed=0,
+            seeds=(0,),
             checkpoint_dir=tmp_path / f"ckpt{run}",
             progress=False,
         )
         paths = write_table(frame, tmp_path / f"run{run}" / "transfer") + write_table(
             parser, tmp_path / f"run{run}" / "parser"
+        )
+        paths += (
+            write_items(items, tmp_path / f"run{run}" / "ti"),
+            write_items(parser_items, tmp_path / f"run{run}" / "pi"),
         )
         texts.append([p.read_bytes() for p in paths])
         # trained afresh each run. Per transfer task: 2 models × 3 variants, plus the tokenizer-only and

@@ -53,6 +53,13 @@ def test_notebooks_03_and_04_share_the_quick_adapters():
     assert syntax.PROFILES["smoke"].sizes.min_words == 2  # the default the notebooks used before profiles were typed
 
 
+def test_trained_learners_of_quick_and_wide_run_with_three_fixed_seeds_or_more():
+    for p in (syntax.PROFILES["quick"], transfer.PROFILES["quick"], transfer.PROFILES["wide"]):
+        assert len(p.training.seeds) >= 3 and p.training.seeds[0] == 0  # seed 0: the single-seed run of before
+    for module in (syntax, transfer):
+        assert len(module.PROFILES["smoke"].training.seeds) >= 1
+
+
 def test_nested_settings_are_replaced_alone():
     p = transfer.PROFILES["smoke"]
     q = dataclasses.replace(p, training=dataclasses.replace(p.training, epochs=1))

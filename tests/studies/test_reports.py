@@ -1,66 +1,182 @@
-"""Notebook 03/04 tables and verdicts on hand-built frames: the strongest control and the
-margin, the pairs beating it, the headline variant chosen on non-target models only, and
-the closing text per family."""
+"""Notebook 03/04 tables and verdicts on hand-built per-sentence outcomes with known answers:
+a system clearly better than its strongest control beats it, one identical to it is
+indistinguishable, one clearly worse loses (Holm across the table); the headline variant is
+chosen on non-target models only; the closing text states each claim with its verdict."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 
+N = 300  # test sentences
+WORDS = np.random.default_rng(0).integers(3, 30, size=N)
 
-def test_parser_table_names_the_strongest_control_and_the_margin():
-    import pandas as pd
 
-    from olas_utils.studies.syntax import parser_table
+def _arcs(rng, p):
+    return rng.binomial(WORDS, p)
 
-    rows = [
-        {"model": "m", "family": "encoder", "key": "ola:1", "condition": c, "uas": u, "best_epoch": 3, "epochs_run": 5}
-        for c, u in (("ola", 0.60), ("tokenizer-only", 0.20), ("position-only", 0.45), ("random-init target", 0.10))
+
+def _dep_rows(run: dict, arcs) -> list[dict]:
+    cols = (
+        "arcs",
+        "labels",
+        "words",
+        "arcs_nopunct",
+        "labels_nopunct",
+        "words_nopunct",
+        "arcs_greedy",
+        "labels_greedy",
+    )
+    return [
+        {**run, "sentence": i, **dict(zip(cols, (a, a // 2, w, a, a // 2, w, a, a // 2)))}
+        for i, (a, w) in enumerate(zip(arcs, WORDS))
     ]
-    rows.append({"model": "baseline: neighbour chain", "family": "-", "key": "-", "condition": "baseline", "uas": 0.30})
-    t = parser_table(pd.DataFrame(rows)).iloc[0]
-    assert t["strongest control"] == "position-only" and t.margin == pytest.approx(15.0)
-    assert t.baseline == pytest.approx(30.0) and t.best_epoch == 3
 
 
-def test_transfer_summary_and_verdict_count_pairs_beating_the_strongest_control():
-    import pandas as pd
+def _syntax(seeds=(0, 1, 2)):
+    """Model m: ola:1 clearly above every control, ola:2 the tokenizer-only control's very
+    outcomes, ola:3 clearly below; the controls at 0.30 (tokenizer-only), 0.25, 0.10."""
+    rng = np.random.default_rng(1)
+    items, runs = [], []
+    for s in seeds:
+        tok = _arcs(rng, 0.30)
+        ctrl = {"tokenizer-only": tok, "position-only": _arcs(rng, 0.25), "random-init target": _arcs(rng, 0.10)}
+        ola = {"ola:1": _arcs(rng, 0.60), "ola:2": tok, "ola:3": _arcs(rng, 0.15)}
+        for key, a in ola.items():
+            for cond, arcs in (("ola", a), *ctrl.items()):
+                run = {"model": "m", "family": "encoder", "key": key, "condition": cond, "seed": s}
+                items += _dep_rows(run, arcs)
+                runs.append({**run, "uas": arcs.sum() / WORDS.sum(), "best_epoch": 5 if s == 0 else 3, "epochs_run": 5})
+    run = {"model": "baseline: neighbour chain", "family": "-", "key": "-", "condition": "baseline", "seed": 0}
+    items += _dep_rows(run, _arcs(rng, 0.29))
+    return pd.DataFrame(runs), pd.DataFrame(items)
 
+
+def test_parser_table_reads_beats_indistinguishable_loses_from_paired_margins():
+    from olas_utils.studies import syntax_report
+
+    parser, items = _syntax()
+    t = syntax_report.parser_table(parser, items).set_index("key")
+    assert list(t.verdict) == ["beats", "indistinguishable", "loses"]
+    assert (t["strongest control"] == "tokenizer-only").all() and t.loc["ola:2", "margin"] == 0.0
+    assert t.loc["ola:1", "margin low"] > 20 and t.loc["ola:3", "margin high"] < -5
+    assert t.loc["ola:1", "ola low"] < t.loc["ola:1", "ola"] < t.loc["ola:1", "ola high"]
+    assert (t.seeds == 3).all() and (t["cap hits"] == 1).all() and t.loc["ola:1", "ola sd (seeds)"] > 0
+    # the OLA column is the mean over seeds of the per-seed UAS, as the run table has it
+    ola1 = parser[(parser.key == "ola:1") & (parser.condition == "ola")]
+    assert t.loc["ola:1", "ola"] == pytest.approx(100 * ola1.uas.mean(), abs=0.05)
+
+
+def test_order_claims_are_paired_margins_with_their_own_verdicts():
+    from olas_utils.studies import syntax_report
+
+    parser, items = _syntax()
+    o = syntax_report.order_table(items).set_index("comparison")
+    assert o.loc["ola:1 − ola:2", "verdict"] == "beats" and o.loc["ola:2 − ola:3", "verdict"] == "beats"
+    text = syntax_report.comparison_markdown(parser, items, _probes(), sizes="S")
+    assert (
+        "lower orders carry more syntax than higher orders (each order's UAS minus the next order's, paired): m: **shown**"
+        in text
+    )
+    assert "**1 beat, 1 indistinguishable, 1 lose (of 3)**" in text and "indistinguishable: m ola:2" in text
+    # a model whose ola:2 equals ola:3: that step is indistinguishable, the claim not shown
+    same = items.copy()
+    same.loc[same.key == "ola:3", "arcs"] = same.loc[same.key == "ola:2", "arcs"].to_numpy()
+    o2 = syntax_report.order_table(same).set_index("comparison")
+    assert o2.loc["ola:2 − ola:3", "verdict"] == "indistinguishable"
+    assert "m: **not shown**" in syntax_report.comparison_markdown(parser, same, _probes(), sizes="S")
+
+
+def _probes():
+    """Two models' UUAS counts: model a above the chain (0.55 vs 0.40), b below (0.25)."""
+    rng = np.random.default_rng(2)
+    rows = []
+
+    def add(model, fam, maps, key, p):
+        c = rng.binomial(WORDS - 1, p)
+        rows.extend(
+            {"model": model, "family": fam, "maps": maps, "key": key, "sentence": i, "n": w, "n_head": w - 1}
+            | {"head": x, "dependent": x, "either": x, "correct": x, "total": w - 1}
+            for i, (x, w) in enumerate(zip(c, WORDS))
+        )
+
+    for maps in ("raw", "sinks removed"):
+        add("a", "encoder", maps, "ola:1", 0.55)
+        add("b", "causal", maps, "ola:1", 0.25)
+    add("baseline: next word", "-", "-", "-", 0.40)
+    add("baseline: previous word", "-", "-", "-", 0.40)
+    return pd.DataFrame(rows)
+
+
+def test_probe_text_reports_the_mean_over_models_not_the_best_cell():
+    from olas_utils.studies import syntax_report
+
+    p = syntax_report.probe_table(_probes())
+    cells = p[p.model != "mean over models"].set_index(["model", "maps"])
+    assert cells.loc[("a", "raw"), "verdict"] == "beats" and cells.loc[("b", "raw"), "verdict"] == "loses"
+    mean = p[p.model == "mean over models"].iloc[0]
+    assert mean.uuas == pytest.approx((cells.loc[("a", "raw"), "uuas"] + cells.loc[("b", "raw"), "uuas"]) / 2, abs=0.1)
+    parser, items = _syntax()
+    text = syntax_report.comparison_markdown(parser, items, _probes(), sizes="S", probes=p)
+    assert f"ola:1 {mean.uuas:.1f} [" in text and "best a" not in text  # the old text quoted the best cell
+
+
+def _transfer(toa: dict[str, float]):
+    """Dependency transfer among three encoders; each target's single-source transfer from the
+    two others at ``toa[target]``, every control at most 0.30 (position-only), self at 0.7."""
+    rng = np.random.default_rng(3)
+    models = list(toa)
+    items, frame = [], []
+
+    def add(source, target, cond, variant, seed, p=None, arcs=None):
+        arcs = _arcs(rng, p) if arcs is None else arcs
+        run = {"task": "dependency", "family": "encoder" if target != "-" else "-", "source": source, "target": target}
+        run |= {"condition": cond, "variant": variant, "seed": seed}
+        items.extend(_dep_rows(run, arcs))
+        u = arcs.sum() / WORDS.sum()
+        frame.append({**run, "metric": "uas", "score": u, "uas": u, "best_epoch": 3, "epochs_run": 5})
+        return u
+
+    for t in models:
+        others = [s for s in models if s != t]
+        for k in (0, 1, 2):
+            pos = _arcs(rng, 0.30)
+            add(t, t, "self", "plain", k, 0.7)
+            for s in models:
+                add(s, t, "random-init target", "plain", k, 0.1)
+            got = [add(s, t, "transfer", "plain", k, arcs=pos if toa[t] is None else None, p=toa[t]) for s in others]
+            for v in ("rank", "augmented"):
+                for s in others:
+                    add(s, t, f"transfer ({v})", v, k, 0.2)
+            add("others", t, "transfer (multi-source)", "plain", k, 0.5)
+            frame.append({**frame[-1], "source": "chosen", "condition": "TOA (headline)", "variant": "plain"})
+            frame[-1]["score"] = frame[-1]["uas"] = float(np.mean(got))
+            add(t, t, "tokenizer-only", "plain", k, 0.2)
+            add(t, t, "position-only", "plain", k, arcs=pos)
+    add("-", "-", "baseline", "-", 0, 0.25)
+    return pd.DataFrame(frame), pd.DataFrame(items)
+
+
+def test_transfer_summary_verdicts_and_family_mean():
     from olas_utils.studies import transfer_report
 
-    def row(cond, target, score, source="a", variant="plain"):
-        return {
-            "task": "pos",
-            "metric": "accuracy",
-            "family": "encoder",
-            "source": source,
-            "target": target,
-            "condition": cond,
-            "variant": variant,
-            "score": score,
-        }
-
-    rows = [
-        row("self", "b", 0.9),
-        row("transfer", "b", 0.5),
-        row("TOA (headline)", "b", 0.5, "chosen"),
-        row("random-init target", "b", 0.2),
-        row("random-init target", "b", 0.4, source="b"),
-        row("tokenizer-only", "b", 0.1),
-        row("position-only", "b", 0.55),
-        row("self", "c", 0.8),
-        row("transfer", "c", 0.7),
-        row("TOA (headline)", "c", 0.7, "chosen"),
-        row("random-init target", "c", 0.1),
-        row("tokenizer-only", "c", 0.1),
-        row("position-only", "c", 0.3),
-        {**row("baseline", "-", 0.35, "-", "-"), "family": "-"},
-    ]
-    s = transfer_report.task_summary(pd.DataFrame(rows)).set_index("target")
-    assert s.loc["b", "random-init target"] == pytest.approx(30.0)  # mean over sources
-    assert s.loc["b", "strongest control"] == "position-only" and s.loc["c", "strongest control"] == "baseline"
-    v = transfer_report.verdict_frame(s.reset_index()).iloc[0]
-    assert v["TOA > strongest control"] == 1 and v["self > strongest control"] == 2  # b: 50 < 55; c: 70 > 35
-    assert v["mean TOA − strongest"] == pytest.approx(((50 - 55) + (70 - 35)) / 2)
+    # e1 clearly above the strongest control, e2's transfer is position-only's very outcomes, e3 clearly below
+    frame, items = _transfer({"e1": 0.55, "e2": None, "e3": 0.12})
+    s = transfer_report.task_summary(frame, items).set_index("target")
+    assert (s["strongest control"] == "position-only").all()
+    assert list(s["TOA verdict"]) == ["beats", "indistinguishable", "loses"]
+    assert s.loc["e2", "TOA − strongest"] == 0.0 and (s["self verdict"] == "beats").all()
+    assert s.loc["e1", "random-init target"] == pytest.approx(10, abs=2)  # mean over the three sources
+    assert s.loc["e1", "TOA (headline)"] == pytest.approx(
+        100 * frame[(frame.target == "e1") & (frame.condition == "TOA (headline)")].uas.mean(), abs=0.05
+    )
+    v = transfer_report.verdict_frame(s.reset_index(), items).iloc[0]
+    assert (v["TOA beats"], v["TOA indistinguishable"], v["TOA loses"]) == (1, 1, 1) and v.targets == 3
+    assert v["mean TOA − strongest low"] < v["mean TOA − strongest"] < v["mean TOA − strongest high"]
+    text = transfer_report.comparison_markdown(s.reset_index(), pd.DataFrame([v]), sizes="S", frame=frame)
+    assert "beats the strongest control on **1 of 3** (task, target) pairs (1 indistinguishable, 1 lose)" in text
+    assert "indistinguishable: e2 TOA" in text and "Exploratory" in text
 
 
 def test_headline_variant_is_chosen_on_transfer_between_non_target_models_only():
@@ -78,45 +194,3 @@ def test_headline_variant_is_chosen_on_transfer_between_non_target_models_only()
     }  # the target's pairs must not count
     assert _choose_variant(dev, ["a", "b"]) == ("rank", pytest.approx(0.5))
     assert _choose_variant(dev, ["a"]) == ("plain", None)
-
-
-def test_closing_text_counts_each_family_and_names_task_and_target_with_several_tasks():
-    import pandas as pd
-
-    from olas_utils.studies import transfer_report
-
-    def row(task, fam, cond, target, score, source="a", variant="plain"):
-        return {
-            "task": task,
-            "metric": "m",
-            "family": fam,
-            "source": source,
-            "target": target,
-            "condition": cond,
-            "variant": variant,
-            "score": score,
-        }
-
-    rows = []
-    for task in ("dependency", "relation"):
-        # encoder e1: TOA 0.6 beats every control (best 0.3); causal c1: TOA 0.2 under position-only 0.4
-        for fam, t, toa in (("encoder", "e1", 0.6), ("causal", "c1", 0.2)):
-            rows += [
-                row(task, fam, "self", t, 0.7),
-                row(task, fam, "transfer", t, toa),
-                row(task, fam, "TOA (headline)", t, toa, "chosen"),
-                row(task, fam, "random-init target", t, 0.1),
-                row(task, fam, "tokenizer-only", t, 0.1),
-                row(task, fam, "position-only", t, 0.4 if fam == "causal" else 0.3),
-                row(task, fam, "transfer (multi-source)", t, 0.65, "others"),
-            ]
-        rows.append({**row(task, "-", "baseline", "-", 0.05, "-", "-")})
-    text = transfer_report.comparison_markdown(transfer_report.task_summary(pd.DataFrame(rows)), sizes="s")
-    assert "**2/4** (task, target) pairs" in text
-    assert "By family: encoder TOA 2/2, self 2/2; causal TOA 0/2, self 2/2" in text
-    assert "dependency/e1 65.0 vs 60.0" in text and "relation/c1 65.0 vs 20.0" in text
-    one = transfer_report.task_summary(
-        pd.DataFrame([r for r in rows if r["task"] == "dependency" and r["target"] in ("e1", "-")])
-    )
-    text1 = transfer_report.comparison_markdown(one, sizes="s")
-    assert "By family" not in text1 and ": e1 65.0 vs 60.0" in text1

@@ -39,6 +39,8 @@ def test_notebook_smoke(path, tmp_path):
     assert all(f.stat().st_size > 5_000 for f in figures)
     if path.stem.startswith("02"):
         _check_items_of_02(tmp_path / "results")
+    else:
+        _check_items(path.stem, tmp_path / "results")
 
 
 def _check_items_of_02(results):
@@ -58,3 +60,34 @@ def _check_items_of_02(results):
     clf = read_items(results / "02_classifier_items")
     runs = pd.read_csv(results / "02_classifier_runs.csv")
     assert len(clf) == int(runs["n"].sum()) and set(clf["seed"]) == set(runs["seed"])
+
+
+def _check_items(stem: str, results):
+    """Notebooks 03 and 04 save per-sentence outcomes beside their tables, and every trained
+    run's metric in the run table is the metric of its items (real adapter predictions)."""
+    import pandas as pd
+
+    from olas_utils.data.tasks import TASKS
+    from olas_utils.studies.tables import read_items
+    from olas_utils.toa.fit import score_outcomes
+
+    if stem.startswith("03"):
+        items = read_items(results / "03_parser_items")
+        runs = pd.read_csv(results / "03_parser.csv", keep_default_na=False, na_values=[""])
+        assert len(read_items(results / "03_probe_items")) and items.seed.nunique() >= 1
+        got = items.groupby(["model", "key", "condition", "seed"]).apply(lambda g: g.arcs.sum() / g.words.sum())
+        want = runs.set_index(["model", "key", "condition", "seed"]).uas
+        assert len(got) == len(want)
+        for k, v in want.items():
+            assert got[k] == pytest.approx(v, abs=1e-4), k
+    elif stem.startswith("04"):
+        items = read_items(results / "04_transfer_items")
+        runs = pd.read_csv(results / "04_transfer_all.csv", keep_default_na=False, na_values=[""])
+        cols = ["task", "source", "target", "condition", "variant", "seed"]
+        runs = runs[runs.condition != "TOA (headline)"]
+        groups = dict(list(items.groupby(cols)))
+        assert len(groups) == len(runs)
+        for _, r in runs.iterrows():
+            g = groups[tuple(r[c] for c in cols)].sort_values("sentence")
+            got = score_outcomes(r.task, TASKS[r.task].kind, g)[r.metric]
+            assert got == pytest.approx(r.score, abs=1e-4), tuple(r[c] for c in cols)

@@ -1,0 +1,350 @@
+"""Tables, figure and text of notebook 03 from the per-sentence outcomes of
+:func:`olas_utils.studies.syntax.parser_frame` and :func:`~olas_utils.studies.syntax.probe_frame`:
+every number with its 95 % bootstrap interval (over seeds and test sentences, and models
+where a number averages them), every claim a Holm-corrected three-way verdict
+(``docs/method.md#uncertainty``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from olas_utils.studies.outcomes import (
+    estimate,
+    family,
+    points,
+    rate,
+    ratio_of,
+    run_values,
+    select,
+    task_metric,
+    versus,
+)
+from olas_utils.studies.syntax import BASELINE_MODEL, MIN_MARGIN, PAPER_PARSER, PARSER_CONTROLS, PROBE_RATES
+from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, verdict_counts, verdicts
+from olas_utils.vocabulary import Control, MapKey
+
+__all__ = ["parser_table", "order_table", "probe_table", "uas_figure", "comparison_markdown"]
+
+_OLA, _BASELINE, _RIT = (c.condition for c in (Control.TRAINED, Control.BASELINE, Control.RANDOM_INIT_TARGET))
+#: The label of rows that average over models.
+MEAN = "mean over models"
+
+
+def _metric(metric: str):
+    return task_metric("dependency", "dependency", metric)
+
+
+def _system(items: pd.DataFrame, model: str, key: str, condition: str) -> pd.DataFrame:
+    if condition == _BASELINE:
+        return select(items, condition=_BASELINE)
+    return select(items, model=model, key=key, condition=condition)
+
+
+def _cells(items: pd.DataFrame) -> list[tuple[str, str, str]]:
+    ola = items[items.condition == _OLA]
+    return list(dict.fromkeys(zip(ola.model, ola.family, ola.key)))
+
+
+def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
+    """Per model and key, ``metric`` (%) of the OLA parser (mean over seeds, its spread over
+    seeds and its interval) and of every control, the strongest control (the highest mean)
+    and the paired margin ``ola − strongest`` with its interval and its verdict,
+    Holm-corrected across the table's cells; ``cap hits``: seeds whose best dev epoch was
+    the last one run (of ``seeds``)."""
+    make = _metric(metric)
+    rows, margins = [], []
+    for model, fam, key in _cells(items):
+        ola = _system(items, model, key, _OLA)
+        per_seed = run_values(ola, make)
+        iv = rate(ola, make)
+        r = {"model": model, "family": fam, "key": key, "seeds": len(per_seed), _OLA: 100 * iv.estimate}
+        r.update({"ola low": 100 * iv.low, "ola high": 100 * iv.high})
+        r["ola sd (seeds)"] = 100 * float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else 0.0
+        ctrl = {c: estimate(_system(items, model, key, c), make) for c in PARSER_CONTROLS}
+        r.update({c: 100 * v for c, v in ctrl.items()})
+        strongest = max(ctrl, key=lambda c: ctrl[c])
+        m = versus(ola, _system(items, model, key, strongest), make)
+        margins.append(m)
+        r.update({"strongest control": strongest, "margin": 100 * m.estimate})
+        r.update({"margin low": 100 * m.low, "margin high": 100 * m.high, "p": m.p_value})
+        runs = parser[(parser.model == model) & (parser.key == key) & (parser.condition == _OLA)]
+        r["cap hits"] = int((runs.best_epoch == runs.epochs_run).sum())
+        rows.append(r)
+    out = pd.DataFrame(rows)
+    out["verdict"] = verdicts(margins)
+    return out.round({c: 1 for c in out.columns if c not in ("p", "seeds", "cap hits")}).round({"p": 4})
+
+
+def _comparisons(keys: list[str]) -> list[tuple[str, str]]:
+    """The paper's order claims among ``keys``: each order above the next, each order above rollout."""
+    orders = sorted((k for k in keys if MapKey.parse(k).order is not None), key=lambda k: MapKey.parse(k).order)
+    pairs = list(zip(orders, orders[1:]))
+    if "rollout" in keys:
+        pairs += [(k, "rollout") for k in orders]
+    return pairs
+
+
+def order_table(items: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
+    """The paper's order claims as margins: per model, each OLA order's parser minus the next
+    order's (``ola:1 − ola:2``, ...) and each order's minus rollout's, on the same sentences,
+    and the same margins averaged over the models that have both keys (models resampled
+    too); verdicts Holm-corrected across the table."""
+    make = _metric(metric)
+    cells = _cells(items)
+    models = list(dict.fromkeys(m for m, _, _ in cells))
+    rows, margins = [], []
+    for model in models + ([MEAN] if len(models) > 1 else []):
+        names = models if model == MEAN else [model]
+        have = {(m, k) for m, _, k in cells}
+        keys = [k for k in dict.fromkeys(k for _, _, k in cells) if all((n, k) in have for n in names)]
+        for hi, lo in _comparisons(keys):
+            a = [(_system(items, n, hi, _OLA), ("seed",)) for n in names]
+            b = [(_system(items, n, lo, _OLA), ("seed",)) for n in names]
+            m = family(a, make, b) if model == MEAN else versus(a[0][0], b[0][0], make)
+            margins.append(m)
+            rows.append(
+                {
+                    "model": model,
+                    "comparison": f"{hi} − {lo}",
+                    "higher": hi,
+                    "lower": lo,
+                    "margin": 100 * m.estimate,
+                    "low": 100 * m.low,
+                    "high": 100 * m.high,
+                    "p": m.p_value,
+                }
+            )
+    out = pd.DataFrame(rows, columns=["model", "comparison", "higher", "lower", "margin", "low", "high", "p"])
+    out["verdict"] = verdicts(margins)
+    return out.round({"margin": 1, "low": 1, "high": 1, "p": 4})
+
+
+def probe_table(items: pd.DataFrame, metric: str = "uuas") -> pd.DataFrame:
+    """The training-free probes' ``metric`` (%, one of :data:`~olas_utils.studies.syntax.PROBE_RATES`)
+    per (model, maps, key) with its interval over sentences, and its paired margin over the
+    neighbouring-word baseline (the chain for UUAS, the next-word pointer otherwise), plus
+    the mean over models per (maps, key) with models resampled; verdicts Holm-corrected
+    across the table."""
+    make = ratio_of(*PROBE_RATES[metric])
+    probes = items[items.key != "-"]
+    base = select(items, model="baseline: next word")
+    models = list(dict.fromkeys(probes.model))
+    rows, margins = [], []
+    for (variant, key), d in probes.groupby(["maps", "key"], sort=False):
+        names = [m for m in models if (d.model == m).any()]
+        for model in names + ([MEAN] if len(names) > 1 else []):
+            use = names if model == MEAN else [model]
+            sys = [(select(d, model=n), ()) for n in use]
+            iv = family(sys, make) if model == MEAN else rate(sys[0][0], make, ())
+            m = family(sys, make, [(base, ())] * len(use)) if model == MEAN else versus(sys[0][0], base, make, ())
+            margins.append(m)
+            rows.append(
+                {
+                    "model": model,
+                    "maps": variant,
+                    "key": key,
+                    metric: 100 * iv.estimate,
+                    "low": 100 * iv.low,
+                    "high": 100 * iv.high,
+                    "baseline": 100 * estimate(base, make, ()),
+                    "margin": 100 * m.estimate,
+                    "margin low": 100 * m.low,
+                    "margin high": 100 * m.high,
+                    "p": m.p_value,
+                }
+            )
+    out = pd.DataFrame(rows)
+    out["verdict"] = verdicts(margins)
+    return out.round({c: 1 for c in out.columns if c not in ("model", "maps", "key", "p", "verdict")}).round({"p": 4})
+
+
+def uas_figure(items: pd.DataFrame, metric: str = "uas"):
+    """Grouped bars: ``metric`` per (model, key) for the OLA parser and each trained control
+    (mean over seeds), with 95 % bootstrap intervals (seeds and sentences) as error bars; the
+    model-free baseline as a dashed line.
+
+    Returns:
+        The matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    make = _metric(metric)
+    cells = [(m, k) for m, _, k in _cells(items)]
+    conds = [c for c in (_OLA,) + PARSER_CONTROLS if c != _BASELINE and (items.condition == c).any()]
+    x = np.arange(len(cells))
+    w = 0.8 / len(conds)
+    fig, ax = plt.subplots(figsize=(1.6 + 0.9 * len(cells), 3.6), layout="constrained")
+    for j, c in enumerate(conds):
+        ivs = [rate(_system(items, m, k, c), make) for m, k in cells]
+        est = np.array([100 * iv.estimate for iv in ivs])
+        err = np.array([[100 * (iv.estimate - iv.low) for iv in ivs], [100 * (iv.high - iv.estimate) for iv in ivs]])
+        ax.bar(x + (j - (len(conds) - 1) / 2) * w, est, w, yerr=err, capsize=1.5, label=c, error_kw={"lw": 0.8})
+    base = select(items, condition=_BASELINE)
+    if len(base):
+        ax.axhline(100 * estimate(base, make), color="k", ls="--", lw=1, label=BASELINE_MODEL)
+    ax.set_xticks(x, [f"{m}\n{k}" for m, k in cells])
+    ax.set_ylabel(f"{metric.upper()} (%, 95 % CI)")
+    ax.tick_params(axis="x", labelsize=7)
+    ax.legend(fontsize=7, ncols=3)
+    return fig
+
+
+def _verdict_list(table: pd.DataFrame, name) -> str:
+    """``"beats: a, b; indistinguishable: c"`` (the cells of each verdict, named by ``name(row)``)."""
+    parts = []
+    for v in (BEATS, INDISTINGUISHABLE, LOSES):
+        got = [name(r) for _, r in table[table.verdict == v].iterrows()]
+        if got:
+            parts.append(f"{v}: " + ", ".join(got))
+    return "; ".join(parts)
+
+
+def _claim(rows: pd.DataFrame) -> str:
+    """A claim that needs every margin of ``rows`` positive: *shown* when all beat, *reversed*
+    when any loses, *not shown* otherwise."""
+    if rows.empty:
+        return "not testable"
+    if (rows.verdict == BEATS).all():
+        return "shown"
+    return "reversed somewhere" if (rows.verdict == LOSES).any() else "not shown"
+
+
+def _las_line(items: pd.DataFrame, table: pd.DataFrame) -> str:
+    """How far LAS trails UAS, the mean over the table's (model, key) cells, beside the paper's gap."""
+    uas, las = _metric("uas"), _metric("las")
+    gaps = [
+        100 * (estimate(o, uas) - estimate(o, las))
+        for o in (_system(items, r.model, r.key, _OLA) for _, r in table.iterrows())
+    ]
+    paper = float(np.mean([u - la for u, la in PAPER_PARSER.values()]))
+    gap = float(np.mean(gaps)) if gaps else float("nan")
+    return (
+        f"* LAS trails UAS by {gap:.1f} points on average over the (model, key) cells (paper, BERT-base: "
+        f"{paper:.1f})"
+        + (
+            ": more than in the paper. OLA carries no word identity, and relation labels depend on it (the "
+            "neighbour chain's LAS uses each word's most frequent relation)."
+            if gap > paper
+            else "."
+        )
+    )
+
+
+def comparison_markdown(
+    parser: pd.DataFrame,
+    items: pd.DataFrame,
+    probe_items: pd.DataFrame,
+    *,
+    sizes: str,
+    table: pd.DataFrame | None = None,
+    orders: pd.DataFrame | None = None,
+    probes: pd.DataFrame | None = None,
+) -> str:
+    """The notebook's closing text, computed from this run's per-sentence outcomes: each claim
+    with the verdict cell that decides it — OLA against its strongest control per model and
+    key, the acceptance margins over the neighbour chain (:data:`~olas_utils.studies.syntax.MIN_MARGIN`),
+    the order claims (:func:`order_table`) and the probes' average over models
+    (:func:`probe_table`) — and the paper's BERT-base numbers (:data:`~olas_utils.studies.syntax.PAPER_PARSER`).
+    ``table``, ``orders``, ``probes``: those tables when already computed."""
+    table = parser_table(parser, items) if table is None else table
+    orders = order_table(items) if orders is None else orders
+    probes = probe_table(probe_items) if probes is None else probes
+    make = _metric("uas")
+    las, greedy = _metric("las"), _metric("uas_greedy")
+    seeds = sorted(set(parser[parser.condition == _OLA].seed))
+    lines = [
+        f"**This run** ({sizes}; UAS/LAS with punctuation, trees by Chu–Liu/Edmonds; epoch chosen on EWT dev). "
+        f"Each trained number is the mean over {len(seeds)} training seed{'s' * (len(seeds) > 1)} "
+        f"({', '.join(map(str, seeds))}) with its 95 % bootstrap interval over seeds and test sentences; margins "
+        "are paired (same sentences); verdicts are Holm-corrected across each table's cells.",
+        "",
+        "| model | key | OLA UAS [95 % CI] | sd over seeds | strongest control | its UAS | margin [95 % CI] | "
+        "verdict | OLA LAS | greedy UAS (released) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in table.iterrows():
+        ola = _system(items, r.model, r.key, _OLA)
+        lines.append(
+            f"| {r.model} | {r.key} | {r.ola:.1f} [{r['ola low']:.1f}, {r['ola high']:.1f}] | "
+            f"{r['ola sd (seeds)']:.1f} | {r['strongest control']} | {r.ola - r.margin:.1f} | "
+            f"{r.margin:+.1f} [{r['margin low']:+.1f}, {r['margin high']:+.1f}] | **{r.verdict}** | "
+            f"{100 * estimate(ola, las):.1f} | {100 * estimate(ola, greedy):.1f} |"
+        )
+    lines += [
+        "",
+        "* OLA against its strongest control (tokenizer-only, position-only, random-init target, neighbour chain), "
+        f"per (model, key): **{verdict_counts(list(table.verdict))}** — "
+        + _verdict_list(table, lambda r: f"{r.model} {r.key}")
+        + ". Where it does not beat it, the parser is not shown to read more syntax from OLA than from that control.",
+    ]
+    base = select(items, condition=_BASELINE)
+    for _, r in table[table.key == "ola:1"].iterrows():
+        need = MIN_MARGIN[r.family]
+        m = versus(_system(items, r.model, "ola:1", _OLA), base, make)
+        lo, hi = 100 * m.low, 100 * m.high
+        status = "met" if lo >= need else "**not met**" if hi < need else "**undecided** (the interval spans it)"
+        lines.append(
+            f"* {r.model} ({r.family}): ola:1 − neighbour chain **{points(m)}** points (asked: ≥ {need:.0f}): {status}."
+        )
+    among = orders[orders.lower != "rollout"]
+    lines.append(
+        "* The paper's finding, lower orders carry more syntax than higher orders: not testable in this run (fewer "
+        "than two OLA orders)."
+        if among.empty
+        else "* The paper's finding, lower orders carry more syntax than higher orders (each order's UAS minus the next "
+        "order's, paired): "
+        + "; ".join(
+            f"{model}: **{_claim(d)}** ("
+            + ", ".join(
+                f"{r.comparison} {r.margin:+.1f} [{r.low:+.1f}, {r.high:+.1f}] {r.verdict}" for _, r in d.iterrows()
+            )
+            + ")"
+            for model, d in among.groupby("model", sort=False)
+        )
+        + ". Paper, BERT-base: "
+        + ", ".join(f"{k} {v[0]}" for k, v in PAPER_PARSER.items())
+        + "."
+    )
+    ro = orders[orders.lower == "rollout"]
+    if len(ro):
+        lines.append(
+            "* Rollout below every OLA order (each order's UAS minus rollout's): "
+            + "; ".join(
+                f"{model}: **{_claim(d)}** ("
+                + ", ".join(
+                    f"{r.comparison} {r.margin:+.1f} [{r.low:+.1f}, {r.high:+.1f}] {r.verdict}" for _, r in d.iterrows()
+                )
+                + ")"
+                for model, d in ro.groupby("model", sort=False)
+            )
+            + "."
+        )
+    ola = parser[parser.condition == _OLA]
+    last = ola[ola.best_epoch == ola.epochs_run]
+    lines += [
+        f"* Parser runs whose best dev epoch was their last (still improving when training ended, so lower bounds "
+        f"for the recipe): **{len(last)}/{len(ola)}** (runs = model × key × seed; at most "
+        f"{int(ola.epochs_run.max()) if len(ola) else 0} epochs).",
+        _las_line(items, table),
+    ]
+    mean = probes[probes.model == MEAN] if (probes.model == MEAN).any() else probes
+    for variant, pv in mean.groupby("maps", sort=False):
+        lines.append(
+            f"* Training-free MST of the symmetrised word map ({variant}), UUAS "
+            + ("averaged over models (models resampled)" if (probes.model == MEAN).any() else "")
+            + f" against the neighbour chain ({pv.baseline.iloc[0]:.1f}): "
+            + ", ".join(
+                f"{r.key} {r.uuas:.1f} [{r.low:.1f}, {r.high:.1f}] ({r.margin:+.1f}, {r.verdict})"
+                for _, r in pv.iterrows()
+            )
+            + "."
+        )
+    cells = probes[probes.model != MEAN]
+    lines.append(
+        f"* Per (model, maps, key) probe cell against the neighbour chain: {verdict_counts(list(cells.verdict))}; "
+        f"mean over all {len(cells)} cells {cells.uuas.mean():.1f} vs {cells.baseline.iloc[0]:.1f}."
+        if len(cells)
+        else "* No probe cells."
+    )
+    return "\n".join(lines)
