@@ -147,7 +147,7 @@ def probe_table(items: pd.DataFrame, metric: str = "uuas") -> pd.DataFrame:
                     metric: 100 * iv.estimate,
                     "low": 100 * iv.low,
                     "high": 100 * iv.high,
-                    "baseline": 100 * estimate(base, make, ()),
+                    "neighbour": 100 * estimate(base, make, ()),
                     "margin": 100 * m.estimate,
                     "margin low": 100 * m.low,
                     "margin high": 100 * m.high,
@@ -333,7 +333,7 @@ def comparison_markdown(
         lines.append(
             f"* Training-free MST of the symmetrised word map ({variant}), UUAS "
             + ("averaged over models (models resampled)" if (probes.model == MEAN).any() else "")
-            + f" against the neighbour chain ({pv.baseline.iloc[0]:.1f}): "
+            + f" against the neighbour chain ({pv.neighbour.iloc[0]:.1f}): "
             + ", ".join(
                 f"{r.key} {r.uuas:.1f} [{r.low:.1f}, {r.high:.1f}] ({r.margin:+.1f}, {r.verdict})"
                 for _, r in pv.iterrows()
@@ -343,7 +343,7 @@ def comparison_markdown(
     cells = probes[probes.model != MEAN]
     lines.append(
         f"* Per (model, maps, key) probe cell against the neighbour chain: {verdict_counts(list(cells.verdict))}; "
-        f"mean over all {len(cells)} cells {cells.uuas.mean():.1f} vs {cells.baseline.iloc[0]:.1f}."
+        f"mean over all {len(cells)} cells {cells.uuas.mean():.1f} vs {cells.neighbour.iloc[0]:.1f}."
         if len(cells)
         else "* No probe cells."
     )
