@@ -60,7 +60,7 @@ PROFILES: dict[str, SyntaxProfile] = {
     ),
     "quick": SyntaxProfile(
         models=("minilm-l6", "smollm2-135m"),
-        sizes=SplitSizes(n_train=2000, n_dev=300, n_test=500, min_words=3, max_words=30),
+        sizes=SplitSizes(n_train=1200, n_dev=300, n_test=500, min_words=3, max_words=30),
         keys=("ola:1", "ola:2", "ola:3", "rollout"),
         level="word",
         training=AdapterSettings(

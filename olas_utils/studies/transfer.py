@@ -67,7 +67,7 @@ CONDITIONS = (
 ) + CONTROLS
 
 #: The quick sizes and training settings (notebook 03's, so adapters are shared), kept by ``wide``.
-_QUICK_SIZES = SplitSizes(n_train=2000, n_dev=300, n_test=500, min_words=3, max_words=30)
+_QUICK_SIZES = SplitSizes(n_train=1200, n_dev=300, n_test=500, min_words=3, max_words=30)
 _QUICK_TRAINING = AdapterSettings(
     adapter="small", epochs=5, patience=2, batch_size=8, lr=3e-3, arc_dim=128, label_dim=64, workers=2, seeds=(0, 1, 2)
 )
