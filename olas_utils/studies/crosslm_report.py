@@ -27,6 +27,7 @@ __all__ = [
     "protocol_frame",
     "sizes_note",
     "comparison_markdown",
+    "distinct_cells",
 ]
 
 
@@ -276,7 +277,7 @@ def sizes_note(table: pd.DataFrame, *, seed: int, threads: int, seeds: tuple | l
 _ORDER = {v: i for i, v in enumerate(VERDICTS)}
 
 
-def _distinct_cells(verdict: pd.DataFrame) -> pd.DataFrame:
+def distinct_cells(verdict: pd.DataFrame) -> pd.DataFrame:
     """The verdict table with duplicate evidence merged: a row whose trained-model outcomes
     are those of an earlier protocol (``same_trained_as``) joins that protocol's row, and
     the merged cell takes the less favourable of their verdicts."""
@@ -307,7 +308,7 @@ def _retrieval_verdict_lines(verdict: pd.DataFrame) -> list[str]:
         f"model pairs, with {int(100 * CONFIDENCE)} % intervals over pairs and chunks; the margin over the strongest "
         f"control — by point estimate — is paired; verdicts Holm-corrected over the table's {len(verdict)} cells)"
     ]
-    distinct = _distinct_cells(verdict)
+    distinct = distinct_cells(verdict)
     dup = verdict[verdict.get("same_trained_as", pd.Series("", index=verdict.index)).fillna("") != ""]
     one = verdict[verdict.key == "ola:1"]
     if len(one):

@@ -22,6 +22,8 @@ __all__ = [
     "SplitSizes",
     "SyntaxProfile",
     "TransferProfile",
+    "SHARED_SIZES",
+    "SHARED_TRAINING",
 ]
 
 
@@ -108,3 +110,31 @@ class TransferProfile:
     keys: tuple[str, ...]
     level: str
     training: AdapterSettings
+
+
+#: EWT sizes that notebooks 03 and 04 share per profile (their dependency task reads the same
+#: sentences), defined once so the two notebooks cannot drift apart.
+SHARED_SIZES: dict[str, SplitSizes] = {
+    "smoke": SplitSizes(n_train=24, n_dev=12, n_test=16, max_words=15),
+    "quick": SplitSizes(n_train=1200, n_dev=300, n_test=500, min_words=3, max_words=30),
+}
+
+#: Adapter training settings that notebooks 03 and 04 share per profile: the cache key of a
+#: trained adapter holds its settings, so with one definition the dependency adapters and
+#: controls both notebooks need are trained once, by whichever runs first.
+SHARED_TRAINING: dict[str, AdapterSettings] = {
+    "smoke": AdapterSettings(
+        adapter="tiny", epochs=2, patience=1, batch_size=8, lr=2e-3, arc_dim=32, label_dim=16, workers=1, seeds=(0, 1)
+    ),
+    "quick": AdapterSettings(
+        adapter="small",
+        epochs=5,
+        patience=2,
+        batch_size=8,
+        lr=3e-3,
+        arc_dim=128,
+        label_dim=64,
+        workers=2,
+        seeds=(0, 1, 2),
+    ),
+}

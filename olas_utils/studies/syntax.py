@@ -15,7 +15,7 @@ import pandas as pd
 from olas_utils.data.tasks import TaskData
 from olas_utils.sinks import preprocess
 from olas_utils.studies.depth import keys_for, orders_for
-from olas_utils.studies.profiles import AdapterSettings, SplitSizes, SyntaxProfile
+from olas_utils.studies.profiles import SHARED_SIZES, SHARED_TRAINING, AdapterSettings, SplitSizes, SyntaxProfile
 from olas_utils.vocabulary import CAUSAL, ENCODER, Control, family_of
 
 __all__ = [
@@ -38,42 +38,23 @@ __all__ = [
 #: English-EWT train / dev / test with ``min_words..max_words`` words (dev chooses the epoch); ``level`` is the adapter's
 #: input level; ``adapter`` a size of :data:`olas_utils.toa.adapter.ADAPTER_SIZES`; ``workers``
 #: adapters trained at the same time, one thread each (:func:`olas_utils.toa.parallel.fit_many`;
-#: None: one per core). The quick training settings equal notebook 04's, so the dependency
+#: None: one per core). The smoke and quick sizes and training settings are notebook 04's
+#: (:data:`~olas_utils.studies.profiles.SHARED_SIZES`, ``SHARED_TRAINING``), so the dependency
 #: adapters of the models both notebooks use (and the controls) are trained once for both.
 PROFILES: dict[str, SyntaxProfile] = {
     "smoke": SyntaxProfile(
         models=("minilm-l6", "smollm2-135m"),
-        sizes=SplitSizes(n_train=24, n_dev=12, n_test=16, max_words=15),
+        sizes=SHARED_SIZES["smoke"],
         keys=("ola:1", "rollout"),
         level="word",
-        training=AdapterSettings(
-            adapter="tiny",
-            epochs=2,
-            patience=1,
-            batch_size=8,
-            lr=2e-3,
-            arc_dim=32,
-            label_dim=16,
-            workers=1,
-            seeds=(0, 1),
-        ),
+        training=SHARED_TRAINING["smoke"],
     ),
     "quick": SyntaxProfile(
         models=("minilm-l6", "smollm2-135m"),
-        sizes=SplitSizes(n_train=1200, n_dev=300, n_test=500, min_words=3, max_words=30),
+        sizes=SHARED_SIZES["quick"],
         keys=("ola:1", "ola:2", "ola:3", "rollout"),
         level="word",
-        training=AdapterSettings(
-            adapter="small",
-            epochs=5,
-            patience=2,
-            batch_size=8,
-            lr=3e-3,
-            arc_dim=128,
-            label_dim=64,
-            workers=2,
-            seeds=(0, 1, 2),
-        ),
+        training=SHARED_TRAINING["quick"],
     ),
     "paper": SyntaxProfile(
         models=None,

@@ -31,7 +31,7 @@ from typing import Sequence
 import pandas as pd
 
 from olas_utils.data.tasks import TaskData, load_task
-from olas_utils.studies.profiles import AdapterSettings, SplitSizes, TransferProfile
+from olas_utils.studies.profiles import SHARED_SIZES, SHARED_TRAINING, AdapterSettings, SplitSizes, TransferProfile
 from olas_utils.vocabulary import Control
 
 __all__ = [
@@ -66,12 +66,6 @@ CONDITIONS = (
     "TOA (headline)",
 ) + CONTROLS
 
-#: The quick sizes and training settings (notebook 03's, so adapters are shared), kept by ``wide``.
-_QUICK_SIZES = SplitSizes(n_train=1200, n_dev=300, n_test=500, min_words=3, max_words=30)
-_QUICK_TRAINING = AdapterSettings(
-    adapter="small", epochs=5, patience=2, batch_size=8, lr=3e-3, arc_dim=128, label_dim=64, workers=2, seeds=(0, 1, 2)
-)
-
 #: Notebook 04 sizes (``models=None``: the default zoo; ``tasks=None``: all of
 #: :data:`olas_utils.data.tasks.TASKS`). ``keys``: the OLA maps stacked as channels (each raw
 #: and sink-removed, as in the paper). ``n_train / n_dev / n_test`` sentences per task
@@ -80,7 +74,8 @@ _QUICK_TRAINING = AdapterSettings(
 #: The quick profile fits the 2-core budget with one task, dependency (the task self-trained
 #: adapters learn best, so transfer can be tested), on three encoders, the fewest with which
 #: multi-source training and the headline choice mean something; its sentences and training
-#: settings are notebook 03's, so minilm-l6's dependency adapter and the controls are shared.
+#: settings are notebook 03's (:data:`~olas_utils.studies.profiles.SHARED_SIZES`,
+#: ``SHARED_TRAINING``), so minilm-l6's dependency adapter and the controls are shared.
 #: The ``wide`` profile (CPU, about two hours; ``reproduce --profile wide`` writes
 #: ``results/wide/``) keeps the quick sizes and settings and adds the causal family and the
 #: relation task, so every quick adapter is shared. Every task on the full zoo runs in the
@@ -89,36 +84,26 @@ PROFILES: dict[str, TransferProfile] = {
     "smoke": TransferProfile(
         models=("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"),
         tasks=("pos", "relation"),
-        sizes=SplitSizes(n_train=24, n_dev=12, n_test=16, max_words=15),
+        sizes=SHARED_SIZES["smoke"],
         keys=("ola:1", "ola:2"),
         level="word",
-        training=AdapterSettings(
-            adapter="tiny",
-            epochs=2,
-            patience=1,
-            batch_size=8,
-            lr=2e-3,
-            arc_dim=32,
-            label_dim=16,
-            workers=1,
-            seeds=(0, 1),
-        ),
+        training=SHARED_TRAINING["smoke"],
     ),
     "quick": TransferProfile(
         models=("minilm-l6", "paraphrase-minilm-l3", "e5-small"),
         tasks=("dependency",),
-        sizes=_QUICK_SIZES,
+        sizes=SHARED_SIZES["quick"],
         keys=("ola:1",),
         level="word",
-        training=_QUICK_TRAINING,
+        training=SHARED_TRAINING["quick"],
     ),
     "wide": TransferProfile(
         models=("minilm-l6", "paraphrase-minilm-l3", "e5-small", "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b"),
         tasks=("dependency", "relation"),
-        sizes=_QUICK_SIZES,
+        sizes=SHARED_SIZES["quick"],
         keys=("ola:1",),
         level="word",
-        training=_QUICK_TRAINING,
+        training=SHARED_TRAINING["quick"],
     ),
     "paper": TransferProfile(
         models=None,

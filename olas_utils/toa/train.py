@@ -317,7 +317,9 @@ def train_model(
         raise ValueError("no training examples")
     key = checkpoint_key(model, cfg, examples, extra, selection)
     model.to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # foreach: one multi-tensor kernel per update term instead of one op per parameter (bit-identical to the
+    # per-parameter loop, measured; ``fused`` would be faster still but changes the weights)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
     plan = [
         size_batches(examples, cfg.batch_size, torch.Generator().manual_seed(seed_from(cfg.seed, "order", e)))
         for e in range(cfg.epochs)
@@ -342,6 +344,8 @@ def train_model(
             )
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
+        for group in opt.param_groups:  # a checkpoint written before foreach would turn it off (same weights)
+            group["foreach"] = True
         sched.load_state_dict(state["scheduler"])
         step, losses_sum = state["step"], state["losses_sum"]
         curve, stopped = list(state.get("curve", [])), bool(state.get("stopped", False))
@@ -389,7 +393,7 @@ def train_model(
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=True)
             opt.step()
             sched.step()
             losses_sum[epoch] += float(loss.detach()) * len(idx)

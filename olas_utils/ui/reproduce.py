@@ -24,6 +24,9 @@ __all__ = ["PROFILES", "NOTEBOOKS_OF", "list_notebooks", "output_dirs", "run_not
 PROFILES = ("smoke", "quick", "wide", "paper")
 #: Profiles that only some notebooks have: profile → notebook number prefixes.
 NOTEBOOKS_OF: dict[str, tuple[str, ...]] = {"wide": ("04",)}
+#: Profiles whose committed outputs the README's results summary quotes
+#: (:func:`olas_utils.studies.summary.update_readme` runs after them).
+SUMMARISED = ("quick", "wide")
 
 
 def list_notebooks(folder: str | Path | None = None) -> list[Path]:
@@ -134,6 +137,11 @@ def reproduce(
         print(f"[olas reproduce] {b.name} (profile={profile})", flush=True)
         done.append(run_notebook(b, executed_dir / b.name, profile=profile, parameters=params))
         print(f"[olas reproduce] {b.name} done in {time.time() - t0:.0f} s", flush=True)
+    if profile in SUMMARISED:
+        from olas_utils.studies.summary import update_readme
+
+        changed = update_readme(results_dir=output_dirs("quick")[0])
+        print(f"[olas reproduce] README.md results summary {'rewritten' if changed else 'unchanged'}", flush=True)
     return done
 
 

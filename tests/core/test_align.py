@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from olas_utils.align import SPECIAL, pool_to_words, tokenize_words
+from olas_utils.zoo.registry import DEFAULT_MODELS
 
 HARD = [
     ["Mr.", "O'Neil", "paid", "$", "3,000.50", "--", "in", "2019", "!"],
@@ -36,19 +37,7 @@ def _check_batch(tok, batch, sentences):
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize(
-    "name",
-    [
-        "minilm-l6",
-        "mpnet-base",
-        "e5-small",
-        "paraphrase-minilm-l3",
-        "splade-tiny",
-        "smollm2-135m",
-        "gemma3-270m",
-        "qwen2.5-0.5b",
-    ],
-)
+@pytest.mark.parametrize("name", list(DEFAULT_MODELS))
 def test_word_ids_on_zoo_tokenizers(zoo_model, name):
     tok = zoo_model(name).tokenizer
     batch = tokenize_words(tok, HARD)

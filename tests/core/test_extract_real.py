@@ -7,17 +7,9 @@ import torch
 from olas_utils.capture import AttentionCapture, head_average
 from olas_utils.extract import extract_ola
 from olas_utils.ola import ola_from_layers
+from olas_utils.zoo.registry import DEFAULT_MODELS
 
-DEFAULT = [
-    "minilm-l6",
-    "mpnet-base",
-    "e5-small",
-    "paraphrase-minilm-l3",
-    "splade-tiny",
-    "smollm2-135m",
-    "gemma3-270m",
-    "qwen2.5-0.5b",
-]
+DEFAULT = list(DEFAULT_MODELS)  # every default zoo model, in the registry's order
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,8 @@ def calls(monkeypatch):
         return out_path
 
     monkeypatch.setattr(rp, "run_notebook", record)
+    # the README summary is rewritten after quick and wide runs: recorded, never written here
+    monkeypatch.setattr("olas_utils.studies.summary.update_readme", lambda **kw: seen.append(("README", kw)) or False)
     return seen
 
 
@@ -40,6 +42,8 @@ def _study_profiles(book):
 
 def test_quick_keeps_the_notebooks_default_folders(calls):
     rp.reproduce("quick")
+    assert calls[-1] == ("README", {"results_dir": project_root() / "results"})
+    calls.pop()
     assert [c[0][:2] for c in calls] == ["01", "02", "03", "04"]
     assert all(c[3] == {} for c in calls)  # the notebooks' own ../results and ../figures
     assert calls[0][1] == project_root() / "results" / "executed" / "01_ola_gallery.ipynb"
@@ -47,6 +51,7 @@ def test_quick_keeps_the_notebooks_default_folders(calls):
 
 def test_wide_runs_notebook_04_only_into_its_own_folders(calls):
     rp.reproduce("wide")
+    assert calls.pop() == ("README", {"results_dir": project_root() / "results"})  # reads results/ and results/wide/
     assert [c[0] for c in calls] == ["04_toa_transfer.ipynb"]
     name, out, profile, params = calls[0]
     assert profile == "wide"

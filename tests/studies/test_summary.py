@@ -1,0 +1,97 @@
+"""The README's results summary (olas_utils.studies.summary): counts read from verdict
+tables with known answers (hand-built outcomes whose verdicts are fixed by construction),
+duplicate protocols counted once with the less favourable verdict, tables from before the
+intervals named as such, and the committed README in step with the committed results."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from test_reports import _syntax, _transfer
+
+from olas_utils.settings import project_root
+from olas_utils.studies import summary, syntax_report, transfer_report
+from olas_utils.studies.tables import write_table
+
+
+def _retrieval_rows() -> pd.DataFrame:
+    """Encoder ola:1 beats on `paper` but loses on `released`, whose trained outcomes are the
+    same (one cell, the worse verdict); causal ola:1 indistinguishable; encoder rollout beats."""
+    base = {"ola_low": 0.1, "ola_high": 0.3, "control_hit@1": 0.1, "control_low": 0.05, "control_high": 0.2}
+    base |= {"margin_low": 0.01, "margin_high": 0.2, "p": 0.01, "holm_cells": 4, "pairs": 20, "chunks": 128}
+    rows = [
+        ("paper", "encoder", "ola:1", 0.2, "shuffled", 0.1, "beats", ""),
+        ("released", "encoder", "ola:1", 0.2, "uniform", 0.25, "loses", "paper"),
+        ("paper", "causal", "ola:1", 0.05, "random", 0.01, "indistinguishable", ""),
+        ("paper", "encoder", "rollout", 0.3, "shuffled", 0.1, "beats", ""),
+    ]
+    cols = ("protocol", "family", "key", "ola_hit@1", "strongest_control", "margin", "verdict", "same_trained_as")
+    return pd.DataFrame([base | dict(zip(cols, r)) for r in rows])
+
+
+@pytest.fixture
+def results(tmp_path):
+    write_table(_retrieval_rows(), tmp_path / "02_verdict")
+    parser, items = _syntax()
+    write_table(syntax_report.parser_table(parser, items), tmp_path / "03_parser_controls")
+    write_table(syntax_report.order_table(items), tmp_path / "03_parser_orders")
+    frame, titems = _transfer({"e1": 0.55, "e2": None, "e3": 0.12})
+    s = transfer_report.task_summary(frame, titems)
+    write_table(transfer_report.verdict_frame(s, titems), tmp_path / "04_verdict")
+    return tmp_path
+
+
+def test_summary_counts_the_verdicts_its_tables_hold(results):
+    text = summary.results_summary(results)
+    # 02: encoder paper+released are one cell (beats and loses → loses), causal indistinguishable
+    assert "OLA order 1 beats its strongest control on 0 of 2 (1 indistinguishable, 1 lose) distinct" in text
+    assert "over every key and baseline, 1 of 3 (1 indistinguishable, 1 lose)" in text
+    assert "`released`" not in text  # the duplicate's own line is not quoted
+    assert "encoder, `paper`: OLA order 1 20.0 [10.0, 30.0] vs shuffled layers 10.0 [5.0, 20.0]" in text
+    # 03: ola:1 beats, ola:2 is the tokenizer-only control's outcomes, ola:3 loses (tests/studies/test_reports.py)
+    assert "neighbour chain) on 1 of 3 (1 indistinguishable, 1 lose) (model, key) cells" in text
+    assert "3 of 9 OLA parser runs had their best dev epoch at the epoch cap" in text  # seed 0 of each key
+    assert "m ola:1: UAS" in text and "— beats." in text
+    assert "ola:1 − ola:2 +" in text
+    # 04: e1 beats, e2 indistinguishable, e3 loses; self beats everywhere
+    assert "the headline TOA beats the strongest control on 1 of 3 (1 indistinguishable, 1 lose) targets" in text
+    assert "the self-trained adapter on 3 of 3 (0 indistinguishable, 0 lose)" in text
+    assert "wide" not in text  # no results/wide/ folder
+
+
+def test_tables_from_before_the_intervals_are_named_not_summarised(results):
+    (results / "wide").mkdir()
+    pd.DataFrame({"task": ["dependency"], "beats_controls": [True]}).to_csv(results / "wide" / "04_verdict.csv")
+    text = summary.results_summary(results)
+    assert "(`wide/04_verdict`): written by a one-seed run from before the tables had intervals" in text
+    assert "make reproduce PROFILE=wide" in text
+
+
+def test_counts_that_do_not_sum_to_the_targets_are_refused(results):
+    v = pd.read_csv(results / "04_verdict.csv")
+    v["TOA beats"] += 1
+    v.to_csv(results / "04_verdict.csv", index=False)
+    with pytest.raises(ValueError, match="do not sum to its 3 targets"):
+        summary.results_summary(results)
+
+
+def test_update_readme_rewrites_only_the_marked_block(results, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# T\nno markers\n")
+    with pytest.raises(ValueError, match="markers"):
+        summary.update_readme(readme, results)
+    assert readme.read_text() == "# T\nno markers\n"  # nothing lost
+    readme.write_text(f"# T\nbefore\n{summary.START}\nold text\n{summary.END}\nafter\n")
+    assert summary.update_readme(readme, results) is True
+    got = readme.read_text()
+    assert got.startswith("# T\nbefore\n") and got.endswith(f"{summary.END}\nafter\n") and "old text" not in got
+    assert summary.results_summary(results) in got
+    assert summary.update_readme(readme, results) is False  # already in step
+
+
+def test_committed_readme_quotes_the_committed_results():
+    readme = (project_root() / "README.md").read_text(encoding="utf-8")
+    block = readme.split(summary.START)[1].split(summary.END)[0]
+    assert block.strip() == summary.results_summary(project_root() / "results").strip(), (
+        "README.md's results summary is out of step with results/: run python -m olas_utils.studies.summary"
+    )
