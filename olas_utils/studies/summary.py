@@ -153,7 +153,7 @@ def _transfer(folder: Path, label: str) -> list[str]:
     if isinstance(v, str):
         return [
             f"- **Transfer, {label}** (`{folder.name}/04_verdict`): written by a one-seed run from before the tables had "
-            f"intervals and verdicts; not summarised here (re-run: `make reproduce PROFILE={folder.name}`)."
+            f"intervals and verdicts; not summarised here (re-run: `make reproduce PROFILE={label}`)."
         ]
     lines = []
     for _, r in v.iterrows():
