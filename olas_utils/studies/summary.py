@@ -134,6 +134,7 @@ def _parser(folder: Path) -> list[str]:
         )
     p = _read(folder, "03_probes_uuas", ("verdict", "margin low"))
     if isinstance(p, pd.DataFrame) and len(p):
+        p = p[p.model != MEAN]  # the per-cell verdicts; the mean-over-models rows are another claim
         lines.append(
             f"- **Training-free probes** (`03_probes_uuas`, UUAS against the neighbour chain): "
             f"beat it on {_tally(p.verdict)} (model, maps, key) cells."
