@@ -28,6 +28,7 @@ __all__ = [
     "sizes_note",
     "comparison_markdown",
     "distinct_cells",
+    "control_name",
 ]
 
 
@@ -159,7 +160,8 @@ def _pts(est: float, low: float, high: float) -> str:
     return f"{100 * est:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}]"
 
 
-def _control_name(ident: str) -> str:
+def control_name(ident: str) -> str:
+    """A notebook-02 control's display name from its identifier (the identifier itself if unknown)."""
     return CONTROL_LABELS.get(ident, ident)
 
 
@@ -331,7 +333,7 @@ def _retrieval_verdict_lines(verdict: pd.DataFrame) -> list[str]:
         same = f" (same trained-model outcomes as `{v['same_trained_as']}`)" if v.get("same_trained_as") else ""
         lines.append(
             f"- {v['protocol']}, {v['family']}{same}: OLA {_ci(v['ola_hit@1'], v['ola_low'], v['ola_high'])} vs "
-            f"{_control_name(v['strongest_control'])} {_ci(v['control_hit@1'], v['control_low'], v['control_high'])}; "
+            f"{control_name(v['strongest_control'])} {_ci(v['control_hit@1'], v['control_low'], v['control_high'])}; "
             f"margin {_pts(v['margin'], v['margin_low'], v['margin_high'])} over {int(v['pairs'])} pairs × "
             f"{int(v['chunks'])} chunks — {_SAYS.get(v['verdict'], v['verdict'])}."
         )
@@ -405,7 +407,7 @@ def _classifier_lines(classifier: pd.DataFrame, cverdict: pd.DataFrame | None) -
                     ]
                     for _, v in cv.iterrows():
                         line += (
-                            f" Strongest control: {_control_name(v['strongest_control'])} "
+                            f" Strongest control: {control_name(v['strongest_control'])} "
                             f"{_ci(v['control_top1'], v['control_low'], v['control_high'])}; margin "
                             f"{_pts(v['margin'], v['margin_low'], v['margin_high'])} — {_SAYS.get(v['verdict'], v['verdict'])} "
                             f"(`02_classifier_verdict`, Holm over {int(v['holm_cells'])} cells)."

@@ -21,7 +21,7 @@ import pandas as pd
 
 from olas_utils.atomic import write_text_atomic
 from olas_utils.settings import project_root
-from olas_utils.studies.crosslm_report import CONTROL_LABELS, distinct_cells
+from olas_utils.studies.crosslm_report import control_name, distinct_cells
 from olas_utils.studies.syntax_report import MEAN
 from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES
 
@@ -58,8 +58,9 @@ def _tally(verdicts) -> str:
     return f"{v.count(BEATS)} of {len(v)} ({v.count(INDISTINGUISHABLE)} indistinguishable, {v.count(LOSES)} lose)"
 
 
-def _control(ident: str) -> str:
-    return CONTROL_LABELS.get(ident, ident)
+def _scaled(row: pd.Series, *columns: str) -> list[float]:
+    """``row``'s fractions in ``columns`` as percent (for :func:`_ci` and :func:`_pts`)."""
+    return [100 * row[c] for c in columns]
 
 
 def _retrieval(folder: Path) -> list[str]:
@@ -78,10 +79,10 @@ def _retrieval(folder: Path) -> list[str]:
         if isinstance(r.get("same_trained_as"), str) and r["same_trained_as"]:
             continue
         lines.append(
-            f"  - {r['family']}, `{r['protocol']}`: OLA order 1 {_ci(*(100 * r[c] for c in ('ola_hit@1', 'ola_low', 'ola_high')))}"
-            f" vs {_control(r['strongest_control'])} "
-            f"{_ci(*(100 * r[c] for c in ('control_hit@1', 'control_low', 'control_high')))}: margin "
-            f"{_pts(*(100 * r[c] for c in ('margin', 'margin_low', 'margin_high')))} over {int(r['pairs'])} pairs "
+            f"  - {r['family']}, `{r['protocol']}`: OLA order 1 {_ci(*_scaled(r, 'ola_hit@1', 'ola_low', 'ola_high'))}"
+            f" vs {control_name(r['strongest_control'])} "
+            f"{_ci(*_scaled(r, 'control_hit@1', 'control_low', 'control_high'))}: margin "
+            f"{_pts(*_scaled(r, 'margin', 'margin_low', 'margin_high'))} over {int(r['pairs'])} pairs "
             f"— {r['verdict']}."
         )
     return lines
@@ -98,9 +99,9 @@ def _classifier(folder: Path) -> list[str]:
     ]
     for _, r in v.iterrows():
         lines.append(
-            f"  - {r['family']} → {r['target']}, {r['key']}: {_ci(*(100 * r[c] for c in ('ola_top1', 'ola_low', 'ola_high')))}"
-            f" vs {_control(r['strongest_control'])} "
-            f"{_ci(*(100 * r[c] for c in ('control_top1', 'control_low', 'control_high')))} — {r['verdict']}."
+            f"  - {r['family']} → {r['target']}, {r['key']}: {_ci(*_scaled(r, 'ola_top1', 'ola_low', 'ola_high'))}"
+            f" vs {control_name(r['strongest_control'])} "
+            f"{_ci(*_scaled(r, 'control_top1', 'control_low', 'control_high'))} — {r['verdict']}."
         )
     return lines
 
