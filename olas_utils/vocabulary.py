@@ -5,8 +5,8 @@ one label table and one parser, used by every layer (``docs/method.md#controls``
   controls (tokenizer-only, random weights, shuffled layers, position-only, random-init
   target, model-free baseline). :data:`CONTROL_LABELS` is the one table of every string a
   control is written as (identifiers in caches and in notebook 02's ``control`` column,
-  condition names of notebooks 03/04, long labels of 02's text). A new control (e.g. a
-  half-random copy) is one new member and one new row.
+  condition names of notebooks 03/04, long labels of 02's text). A new control is one new
+  member and one new row.
 * :class:`MapKey` — the name of an extracted map (``"ola:2"``, ``"rollout"``,
   ``"layer:-1"``, ``"alti:2"``, ``"valuenorm"``): :meth:`MapKey.parse` / ``str(key)`` are the one
   parser and formatter, and :data:`KEY_METHODS` the one list of methods (a new one such as
@@ -56,6 +56,7 @@ class Control(enum.Enum):
     POSITION_ONLY = enum.auto()
     RANDOM_INIT_TARGET = enum.auto()
     BASELINE = enum.auto()
+    HALF_RANDOM = enum.auto()
 
     def __repr__(self) -> str:
         return f"Control.{self.name}"
@@ -164,6 +165,9 @@ CONTROL_LABELS: dict[Control, ControlLabels] = {
         Control.RANDOM_WEIGHTS,
     ),
     Control.BASELINE: ControlLabels("baseline", "baseline", "model-free baseline", None),
+    Control.HALF_RANDOM: ControlLabels(
+        "half-random", "half-random", "half of the layers randomly re-initialised", Control.HALF_RANDOM
+    ),
 }
 
 

@@ -11,11 +11,16 @@ members; ``docs/method.md#controls``):
   pair is exactly 1, so this control sees the sentence length (and, for causal models,
   the causal mask) and nothing else;
 * ``Control.POSITION_ONLY`` — the same adapter given relative-position channels instead
-  of OLA (:func:`olas_utils.toa.features.position_image`): what word order alone gives.
+  of OLA (:func:`olas_utils.toa.features.position_image`): what word order alone gives;
+* ``Control.RANDOM_WEIGHTS`` / ``Control.HALF_RANDOM`` — the same adapter *trained and tested* on the
+  maps of the model's randomly initialised (or half re-initialised,
+  :func:`olas_utils.zoo.controls.half_random_copy`) copy: what the architecture and tokenizer
+  give without (or with half of) the trained attention.
 
 A model-free baseline (:func:`olas_utils.toa.fit.trivial_baseline`) and the random-init
-target (a trained adapter applied to a randomly initialised copy's maps) complete the
-controls. Control inputs that do not depend on the model (both controls at word level)
+target (an adapter trained on the real model's maps, applied unchanged to a randomly
+initialised copy's maps: out of distribution, so it says how the adapter fails, not what a
+random model's maps carry) complete the controls. Control inputs that do not depend on the model (both controls at word level)
 give byte-identical examples, hence one checkpoint: they are trained once and reused.
 """
 
@@ -34,7 +39,18 @@ __all__ = ["INPUTS", "MapStore", "provenance", "adapter_job", "train_adapters", 
 #: Adapter inputs by condition name: each reads the maps of its :attr:`Control.maps` (for
 #: :func:`~olas_utils.toa.taskmaps.task_maps`), or relative-position channels where
 #: :attr:`Control.positions` (``source`` of :func:`~olas_utils.toa.features.build_examples`).
-INPUTS: dict[str, Control] = {c.condition: c for c in (Control.TRAINED, Control.TOKENIZER_ONLY, Control.POSITION_ONLY)}
+INPUTS: dict[str, Control] = {
+    c.condition: c
+    for c in (
+        Control.TRAINED,
+        Control.TOKENIZER_ONLY,
+        Control.POSITION_ONLY,
+        Control.RANDOM_WEIGHTS,
+        Control.HALF_RANDOM,
+    )
+}
+#: Inputs whose examples depend on the model they are read from (its maps or its control copy's).
+_MODEL_INPUTS = (Control.TRAINED, Control.RANDOM_WEIGHTS, Control.HALF_RANDOM)
 
 
 def _input(inputs) -> Control:
@@ -124,12 +140,14 @@ def provenance(
 ) -> dict:
     """What identifies an adapter run beyond its examples, the same in notebooks 03 and 04
     (so that the same run in both is trained once): the source models, map keys, level and
-    training variant; for a control input only the input (its condition name) and level
-    (its examples do not depend on the model). It feeds checkpoint keys."""
+    training variant (and the input's condition name for a random or half-random copy's maps);
+    for the tokenizer-only and position-only inputs only the input and level (their examples
+    do not depend on the model). It feeds checkpoint keys."""
     inp = _input(inputs)
-    if inp is not Control.TRAINED:
+    if inp not in _MODEL_INPUTS:
         return {"inputs": inp.condition, "level": level}
-    return {"models": list(models), "keys": list(keys), "level": level, "variant": variant}
+    out = {"models": list(models), "keys": list(keys), "level": level, "variant": variant}
+    return out if inp is Control.TRAINED else {**out, "inputs": inp.condition}
 
 
 def adapter_job(

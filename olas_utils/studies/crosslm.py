@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-_U, _R, _S = Control.TOKENIZER_ONLY, Control.RANDOM_WEIGHTS, Control.SHUFFLED_LAYERS
+_U, _R, _H, _S = Control.TOKENIZER_ONLY, Control.RANDOM_WEIGHTS, Control.HALF_RANDOM, Control.SHUFFLED_LAYERS
 _BASELINES = ("rollout", "layer:0", "layer:-1")
 _PROTOCOLS = ("released", "paper", "word")
 
@@ -60,7 +60,7 @@ PROFILES: dict[str, CrossLMProfile] = {
         orders=(1, 2),
         baselines=("rollout",),
         protocols=_PROTOCOLS,
-        controls=(_U, _R),
+        controls=(_U, _R, _H),
         classifier=ClassifierSettings(
             keys=("ola:1",),
             epochs=2,
@@ -79,7 +79,7 @@ PROFILES: dict[str, CrossLMProfile] = {
         orders=(1, 2, 3),
         baselines=_BASELINES,
         protocols=_PROTOCOLS,
-        controls=(_U, _R, _S),
+        controls=(_U, _R, _H, _S),
         classifier=ClassifierSettings(
             keys=("ola:1",),
             epochs=10,
@@ -98,12 +98,12 @@ PROFILES: dict[str, CrossLMProfile] = {
         orders=(1, 2, 3),
         baselines=_BASELINES,
         protocols=_PROTOCOLS,
-        controls=(_U, _R, _S),
+        controls=(_U, _R, _H, _S),
         classifier=ClassifierSettings(
             keys=("ola:1", "ola:2", "ola:3") + _BASELINES,
             epochs=60,
             patience=8,
-            controls=(_U, _R, _S),
+            controls=(_U, _R, _H, _S),
             protocol="paper",
             targets="all",
             refit=True,

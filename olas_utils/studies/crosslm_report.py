@@ -47,7 +47,8 @@ PAPER_RANGES: dict[str, tuple[float, float]] = {
 #: Display names of notebook 02's controls, by identifier (from
 #: :data:`olas_utils.vocabulary.CONTROL_LABELS`).
 CONTROL_LABELS: dict[str, str] = {
-    c.ident: c.label for c in (Control.TOKENIZER_ONLY, Control.RANDOM_WEIGHTS, Control.SHUFFLED_LAYERS)
+    c.ident: c.label
+    for c in (Control.TOKENIZER_ONLY, Control.RANDOM_WEIGHTS, Control.HALF_RANDOM, Control.SHUFFLED_LAYERS)
 }
 #: The trained model's identifier in the ``control`` column.
 _TRAINED = Control.TRAINED.ident

@@ -33,6 +33,7 @@ __all__ = [
     "versus",
     "family",
     "points",
+    "capped_runs",
 ]
 
 #: The items column naming the test sentence (its index in the test split).
@@ -151,3 +152,12 @@ def family(
 def points(iv: Interval | None, digits: int = 1) -> str:
     """``"60.6 [58.9, 62.3]"`` in points (×100); ``"–"`` for no interval."""
     return "–" if iv is None else iv.format(100, digits)
+
+
+def capped_runs(runs: pd.DataFrame) -> int:
+    """How many of ``runs`` (rows of a parser or transfer frame) did not stop by early stopping on dev:
+    ``stopped_early`` False where the frame has it, else (frames written before it existed) the best
+    dev epoch was the last one run."""
+    if "stopped_early" in runs and runs.stopped_early.notna().all():
+        return int((~runs.stopped_early.astype(bool)).sum())
+    return int((runs.best_epoch == runs.epochs_run).sum())

@@ -19,6 +19,7 @@ __all__ = [
     "ClassifierSettings",
     "CrossLMProfile",
     "GalleryProfile",
+    "INPUT_CONTROLS",
     "SplitSizes",
     "SyntaxProfile",
     "TransferProfile",
@@ -87,22 +88,46 @@ class SplitSizes:
     min_words: int = 2
 
 
+#: The adapter inputs every profile trains beside the model's maps (:data:`olas_utils.studies.adapters.INPUTS`).
+INPUT_CONTROLS: tuple[Control, ...] = (Control.TOKENIZER_ONLY, Control.POSITION_ONLY)
+
+
+def _check_inputs(inputs) -> tuple[Control, ...]:
+    from olas_utils.studies.adapters import INPUTS
+
+    out = tuple(Control.parse(c) for c in inputs)
+    bad = [c for c in out if c not in INPUTS.values() or c is Control.TRAINED]
+    if bad or len(set(out)) != len(out):
+        raise ValueError(
+            f"input_controls must be distinct adapter inputs other than the model's maps "
+            f"({[k for k, c in INPUTS.items() if c is not Control.TRAINED]}), got {[c.condition for c in out]}"
+        )
+    return out
+
+
 @dataclass(frozen=True)
 class SyntaxProfile:
     """Notebook 03: models (None: the default zoo), EWT sizes, map keys, the adapter's input
-    level (``"word"`` / ``"subword"``) and how adapters are trained."""
+    level (``"word"`` / ``"subword"``), how adapters are trained and the control inputs each
+    key's parser is also trained on (``input_controls``: e.g. ``Control.RANDOM_WEIGHTS``, a
+    parser trained and tested on the random copy's maps)."""
 
     models: tuple[str, ...] | None
     sizes: SplitSizes
     keys: tuple[str, ...]
     level: str
     training: AdapterSettings
+    input_controls: tuple[Control, ...] = INPUT_CONTROLS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "input_controls", _check_inputs(self.input_controls))
 
 
 @dataclass(frozen=True)
 class TransferProfile:
     """Notebook 04: models and tasks (None: the default zoo / every task), sizes per task, the
-    map keys stacked as channels, the input level and how adapters are trained."""
+    map keys stacked as channels, the input level, how adapters are trained and the control
+    inputs trained on each target (``input_controls``, as :class:`SyntaxProfile`'s)."""
 
     models: tuple[str, ...] | None
     tasks: tuple[str, ...] | None
@@ -110,6 +135,10 @@ class TransferProfile:
     keys: tuple[str, ...]
     level: str
     training: AdapterSettings
+    input_controls: tuple[Control, ...] = INPUT_CONTROLS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "input_controls", _check_inputs(self.input_controls))
 
 
 #: EWT sizes that notebooks 03 and 04 share per profile (their dependency task reads the same

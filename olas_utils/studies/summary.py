@@ -22,7 +22,8 @@ import pandas as pd
 from olas_utils.atomic import write_text_atomic
 from olas_utils.settings import project_root
 from olas_utils.studies.crosslm_report import control_name, distinct_cells
-from olas_utils.studies.syntax_report import MEAN
+from olas_utils.studies.syntax import PARSER_CONTROLS
+from olas_utils.studies.syntax_report import CONTROL_NAMES, MEAN
 from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES
 
 __all__ = ["START", "END", "results_summary", "update_readme"]
@@ -107,14 +108,18 @@ def _classifier(folder: Path) -> list[str]:
 
 
 def _parser(folder: Path) -> list[str]:
-    t = _read(folder, "03_parser_controls", ("verdict", "margin low", "seeds", "cap hits"))
+    t = _read(folder, "03_parser_controls", ("verdict", "margin low", "seeds"))
     if not isinstance(t, pd.DataFrame) or not len(t):
         return []
+    # ``capped``: runs not stopped by early stopping; tables written before it counted "cap hits" (best
+    # dev epoch = the last one run, which for a run that did not stop early is the same thing)
+    capped = "capped" if "capped" in t else "cap hits"
+    controls = [c for c in PARSER_CONTROLS if c in t.columns]
     lines = [
         f"- **Parser on OLA** (`03_parser_controls`, UAS on EWT test, {int(t.seeds.max())} seeds; intervals over "
-        f"seeds and sentences): beats its strongest control (tokenizer-only, position-only, random-init target, "
-        f"neighbour chain) on {_tally(t.verdict)} (model, key) cells; {int(t['cap hits'].sum())} of "
-        f"{int(t.seeds.sum())} OLA parser runs had their best dev epoch at the epoch cap (stopped by the cap, not by early stopping)."
+        f"seeds and sentences): beats its strongest control ({', '.join(CONTROL_NAMES.get(c, c) for c in controls)}) "
+        f"on {_tally(t.verdict)} (model, key) cells; {int(t[capped].sum())} of "
+        f"{int(t.seeds.sum())} OLA parser runs were stopped by the epoch cap, not by early stopping (not converged)."
     ]
     for _, r in t[t.key == "ola:1"].iterrows():
         lines.append(

@@ -48,6 +48,7 @@ PROFILES: dict[str, SyntaxProfile] = {
         keys=("ola:1", "rollout"),
         level="word",
         training=SHARED_TRAINING["smoke"],
+        input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS),
     ),
     "quick": SyntaxProfile(
         models=("minilm-l6", "smollm2-135m"),
@@ -55,6 +56,7 @@ PROFILES: dict[str, SyntaxProfile] = {
         keys=("ola:1", "ola:2", "ola:3", "rollout"),
         level="word",
         training=SHARED_TRAINING["quick"],
+        input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS),
     ),
     "paper": SyntaxProfile(
         models=None,
@@ -64,6 +66,7 @@ PROFILES: dict[str, SyntaxProfile] = {
         training=AdapterSettings(
             adapter="paper", epochs=15, patience=3, batch_size=2, lr=3e-5, arc_dim=512, label_dim=128, workers=None
         ),
+        input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS, Control.HALF_RANDOM),
     ),
 }
 
@@ -208,6 +211,9 @@ def parser_frame(
       uniform-attention maps / relative-position channels
       (:mod:`olas_utils.studies.adapters`; at word level they are the same for every model
       and key of a family, so each is trained once per family and seed);
+    * ``random-weights`` / ``half-random`` (when in ``cfg.input_controls``) — the same adapter
+      trained and tested on the key's maps of the model's randomly initialised / half
+      re-initialised copy;
 
     and one ``baseline`` row (:func:`olas_utils.toa.fit.trivial_baseline`, the neighbour
     chain; deterministic, ``seed`` 0).
@@ -230,8 +236,9 @@ def parser_frame(
         ``(parser, items)``. ``parser``: rows ``model, family, key, condition, seed, uas, las,
         uas_nopunct, las_nopunct, uas_greedy, las_greedy`` (fractions; ``*_greedy``: heads by
         greedy argmax as the released code scores them, ``docs/method.md#released-code``; the
-        others use Chu–Liu/Edmonds trees) and ``best_epoch, epochs_run, dev_curve`` (the dev
-        UAS after each epoch). ``items``: per row of ``parser`` and test sentence
+        others use Chu–Liu/Edmonds trees) and ``best_epoch, epochs_run, stopped_early, dev_curve``
+        (``stopped_early``: patience on dev, not the epoch cap, ended training; ``dev_curve``: the
+        dev UAS after each epoch). ``items``: per row of ``parser`` and test sentence
         (``sentence``), the outcomes of :func:`olas_utils.toa.fit.sentence_outcomes` (``arcs,
         labels, words`` and their ``_nopunct`` forms) and ``arcs_greedy, labels_greedy``.
     """
@@ -246,10 +253,13 @@ def parser_frame(
         for data in (train, dev, test):
             store.maps(name, data)
             store.maps(name, data, Control.TOKENIZER_ONLY)
+            for control in cfg.input_controls:
+                if control.maps not in (None, Control.TRAINED, Control.TOKENIZER_ONLY):
+                    store.maps(name, data, control.maps)
         store.maps(name, test, Control.RANDOM_INIT_TARGET.maps)
         store.release()
         for key in keys_for(name, cfg.keys):
-            for inputs in (Control.TRAINED, Control.TOKENIZER_ONLY, Control.POSITION_ONLY):
+            for inputs in (Control.TRAINED, *cfg.input_controls):
                 x = {s: store.examples(name, d, [key], inputs=inputs) for s, d in (("train", train), ("dev", dev))}
                 for seed in seeds:
                     plan[name, key, inputs, seed] = adapter_job(
@@ -278,6 +288,7 @@ def parser_frame(
                 "las_greedy": g["las"],
                 "best_epoch": info["best_epoch"],
                 "epochs_run": info["epochs_run"],
+                "stopped_early": bool(info["stopped_early"]),
                 "dev_curve": " ".join(f"{v:.3f}" for v in info["curve"]),
             }
         )
@@ -310,5 +321,13 @@ BASELINE_MODEL = "baseline: neighbour chain"
 #: Controls of the parser table, in display order (condition names of
 #: :class:`~olas_utils.vocabulary.Control`).
 PARSER_CONTROLS = tuple(
-    c.condition for c in (Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_INIT_TARGET, Control.BASELINE)
+    c.condition
+    for c in (
+        Control.TOKENIZER_ONLY,
+        Control.POSITION_ONLY,
+        Control.RANDOM_WEIGHTS,
+        Control.HALF_RANDOM,
+        Control.RANDOM_INIT_TARGET,
+        Control.BASELINE,
+    )
 )

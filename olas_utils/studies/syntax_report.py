@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from olas_utils.studies.outcomes import (
+    capped_runs,
     estimate,
     family,
     points,
@@ -24,7 +25,7 @@ from olas_utils.studies.syntax import BASELINE_MODEL, MIN_MARGIN, PAPER_PARSER, 
 from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, verdict_counts, verdicts
 from olas_utils.vocabulary import Control, MapKey
 
-__all__ = ["parser_table", "order_table", "probe_table", "uas_figure", "comparison_markdown"]
+__all__ = ["CONTROL_NAMES", "parser_table", "order_table", "probe_table", "uas_figure", "comparison_markdown"]
 
 _OLA, _BASELINE, _RIT = (c.condition for c in (Control.TRAINED, Control.BASELINE, Control.RANDOM_INIT_TARGET))
 #: The label of rows that average over models.
@@ -41,6 +42,16 @@ def _system(items: pd.DataFrame, model: str, key: str, condition: str) -> pd.Dat
     return select(items, model=model, key=key, condition=condition)
 
 
+#: How the text names a control column (the others by their condition name).
+CONTROL_NAMES = {_BASELINE: "neighbour chain"}
+
+
+def _controls(items: pd.DataFrame) -> list[str]:
+    """The conditions of :data:`~olas_utils.studies.syntax.PARSER_CONTROLS` that ``items`` has, in order."""
+    present = set(items.condition)
+    return [c for c in PARSER_CONTROLS if c in present]
+
+
 def _cells(items: pd.DataFrame) -> list[tuple[str, str, str]]:
     ola = items[items.condition == _OLA]
     return list(dict.fromkeys(zip(ola.model, ola.family, ola.key)))
@@ -50,9 +61,11 @@ def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas")
     """Per model and key, ``metric`` (%) of the OLA parser (mean over seeds, its spread over
     seeds and its interval) and of every control, the strongest control (the highest mean)
     and the paired margin ``ola − strongest`` with its interval and its verdict,
-    Holm-corrected across the table's cells; ``cap hits``: seeds whose best dev epoch was
-    the last one run (of ``seeds``)."""
+    Holm-corrected across the table's cells (controls absent from ``items`` are left out);
+    ``capped``: OLA runs (of ``seeds``) that did not stop by early stopping (:func:`~olas_utils.studies.outcomes.capped_runs`):
+    their number may measure how fast the input learns, not what it carries."""
     make = _metric(metric)
+    controls = _controls(items)
     rows, margins = [], []
     for model, fam, key in _cells(items):
         ola = _system(items, model, key, _OLA)
@@ -61,7 +74,7 @@ def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas")
         r = {"model": model, "family": fam, "key": key, "seeds": len(per_seed), _OLA: 100 * iv.estimate}
         r.update({"ola low": 100 * iv.low, "ola high": 100 * iv.high})
         r["ola sd (seeds)"] = 100 * float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else 0.0
-        ctrl = {c: estimate(_system(items, model, key, c), make) for c in PARSER_CONTROLS}
+        ctrl = {c: estimate(_system(items, model, key, c), make) for c in controls}
         r.update({c: 100 * v for c, v in ctrl.items()})
         strongest = max(ctrl, key=lambda c: ctrl[c])
         m = versus(ola, _system(items, model, key, strongest), make)
@@ -69,11 +82,11 @@ def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas")
         r.update({"strongest control": strongest, "margin": 100 * m.estimate})
         r.update({"margin low": 100 * m.low, "margin high": 100 * m.high, "p": m.p_value})
         runs = parser[(parser.model == model) & (parser.key == key) & (parser.condition == _OLA)]
-        r["cap hits"] = int((runs.best_epoch == runs.epochs_run).sum())
+        r["capped"] = capped_runs(runs)
         rows.append(r)
     out = pd.DataFrame(rows)
     out["verdict"] = verdicts(margins)
-    return out.round({c: 1 for c in out.columns if c not in ("p", "seeds", "cap hits")}).round({"p": 4})
+    return out.round({c: 1 for c in out.columns if c not in ("p", "seeds", "capped")}).round({"p": 4})
 
 
 def _comparisons(keys: list[str]) -> list[tuple[str, str]]:
@@ -273,7 +286,7 @@ def comparison_markdown(
         )
     lines += [
         "",
-        "* OLA against its strongest control (tokenizer-only, position-only, random-init target, neighbour chain), "
+        f"* OLA against its strongest control ({', '.join(CONTROL_NAMES.get(c, c) for c in _controls(items))}), "
         f"per (model, key): **{verdict_counts(list(table.verdict))}** — "
         + _verdict_list(table, lambda r: f"{r.model} {r.key}")
         + ". Where it does not beat it, the parser is not shown to read more syntax from OLA than from that control.",
@@ -321,11 +334,16 @@ def comparison_markdown(
             + "."
         )
     ola = parser[parser.condition == _OLA]
-    last = ola[ola.best_epoch == ola.epochs_run]
+    capped = capped_runs(ola)
     lines += [
-        f"* Parser runs whose best dev epoch was their last (still improving when training ended, so lower bounds "
-        f"for the recipe): **{len(last)}/{len(ola)}** (runs = model × key × seed; at most "
-        f"{int(ola.epochs_run.max()) if len(ola) else 0} epochs).",
+        f"* OLA parser runs stopped by the epoch cap, not by early stopping on dev: **{capped}/{len(ola)}** (runs = "
+        f"model × key × seed; at most {int(ola.epochs_run.max()) if len(ola) else 0} epochs)"
+        + (
+            ": those runs did not converge, so their numbers (and the verdicts and order claims above that rest on "
+            "them) may measure how fast an input learns rather than what it carries."
+            if capped
+            else "."
+        ),
         _las_line(items, table),
     ]
     mean = probes[probes.model == MEAN] if (probes.model == MEAN).any() else probes

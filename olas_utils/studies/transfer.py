@@ -19,7 +19,9 @@ task and target model:
 * controls: ``random-init target`` (the source adapter applied to a randomly initialised
   copy of the target), ``tokenizer-only`` and ``position-only`` (adapters trained and
   tested on uniform-attention maps / relative-position channels, see
-  :mod:`olas_utils.studies.adapters`), and ``baseline`` (model-free,
+  :mod:`olas_utils.studies.adapters`), ``random-weights`` / ``half-random`` where the profile's
+  ``input_controls`` have them (an adapter trained and tested on the target's random / half
+  re-initialised copy's maps), and ``baseline`` (model-free,
   :func:`olas_utils.toa.fit.trivial_baseline`).
 """
 
@@ -50,12 +52,18 @@ __all__ = [
 
 #: Single-source training variants: name → (input normalisation, augmentations).
 VARIANTS: dict[str, tuple[str, bool]] = {"plain": ("none", False), "rank": ("rank", False), "augmented": ("none", True)}
-#: Controls of every transfer table, in display order (their condition names are :data:`CONTROLS`).
-TRANSFER_CONTROLS = (Control.RANDOM_INIT_TARGET, Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.BASELINE)
+#: Controls of every transfer table, in display order (their condition names are :data:`CONTROLS`); the
+#: trained random-weights and half-random inputs appear where a profile's ``input_controls`` has them.
+TRANSFER_CONTROLS = (
+    Control.RANDOM_INIT_TARGET,
+    Control.RANDOM_WEIGHTS,
+    Control.HALF_RANDOM,
+    Control.TOKENIZER_ONLY,
+    Control.POSITION_ONLY,
+    Control.BASELINE,
+)
 #: Condition names of :data:`TRANSFER_CONTROLS` (the ``condition`` column).
 CONTROLS = tuple(c.condition for c in TRANSFER_CONTROLS)
-#: The adapter inputs trained besides the model's maps.
-_INPUT_CONTROLS = (Control.TOKENIZER_ONLY, Control.POSITION_ONLY)
 #: Table conditions, in display order.
 CONDITIONS = (
     "self",
@@ -88,6 +96,7 @@ PROFILES: dict[str, TransferProfile] = {
         keys=("ola:1", "ola:2"),
         level="word",
         training=SHARED_TRAINING["smoke"],
+        input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS),
     ),
     "quick": TransferProfile(
         models=("minilm-l6", "paraphrase-minilm-l3", "e5-small"),
@@ -96,6 +105,7 @@ PROFILES: dict[str, TransferProfile] = {
         keys=("ola:1",),
         level="word",
         training=SHARED_TRAINING["quick"],
+        input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS),
     ),
     "wide": TransferProfile(
         models=("minilm-l6", "paraphrase-minilm-l3", "e5-small", "smollm2-135m", "gemma3-270m", "qwen2.5-0.5b"),
@@ -104,6 +114,7 @@ PROFILES: dict[str, TransferProfile] = {
         keys=("ola:1",),
         level="word",
         training=SHARED_TRAINING["quick"],
+        input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS),
     ),
     "paper": TransferProfile(
         models=None,
@@ -114,6 +125,7 @@ PROFILES: dict[str, TransferProfile] = {
         training=AdapterSettings(
             adapter="paper", epochs=15, patience=3, batch_size=2, lr=1e-5, arc_dim=512, label_dim=128, workers=None
         ),
+        input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS, Control.HALF_RANDOM),
     ),
 }
 
@@ -168,7 +180,8 @@ def run_transfer(
     Returns:
         ``(frame, items)``. ``frame``, the long table: ``task, metric, family, source, target,
         condition, variant, seed, score`` and every metric of :func:`olas_utils.toa.fit.score`
-        as its own column (fractions), plus ``best_epoch`` / ``epochs_run`` of the adapter.
+        as its own column (fractions), plus ``best_epoch`` / ``epochs_run`` / ``stopped_early`` of the
+        adapter (``stopped_early``: patience on dev, not the epoch cap, ended its training).
         ``source`` is ``"-"`` for the baseline (``seed`` 0: it is deterministic), ``"others"``
         for multi-source and ``"chosen"`` for the headline rows (one per seed, the mean over
         the other models of the chosen variant; ``variant`` names the choice and
@@ -189,6 +202,9 @@ def run_transfer(
             for data in (train, dev, test):
                 store.maps(name, data)
                 store.maps(name, data, Control.TOKENIZER_ONLY)
+                for control in cfg.input_controls:
+                    if control.maps not in (None, Control.TRAINED, Control.TOKENIZER_ONLY):
+                        store.maps(name, data, control.maps)
             store.maps(name, test, Control.RANDOM_INIT_TARGET.maps)
         store.release()
     family = {m: store.family(m) for m in models}
@@ -212,6 +228,7 @@ def run_transfer(
                 **scores,
                 "best_epoch": (info or {}).get("best_epoch"),
                 "epochs_run": (info or {}).get("epochs_run"),
+                "stopped_early": (info or {}).get("stopped_early"),
                 **extra,
             }
         )
@@ -248,7 +265,7 @@ def run_transfer(
             for k in seeds:
                 if others:
                     plan["multi", target, "plain", k] = job(others, k)
-                for inputs in _INPUT_CONTROLS:
+                for inputs in cfg.input_controls:
                     plan[inputs, target, "plain", k] = job([target], k, "plain", inputs)
         trained = train_adapters(plan, cfg.training, progress=progress)  # every distinct run once, in parallel on a CPU
         adapters = {(s, v, k): trained["single", s, v, k] for s in models for v in VARIANTS for k in seeds}
@@ -292,7 +309,7 @@ def run_transfer(
                     ]
                     mean = {c: sum(r[c] for r in chosen) / len(chosen) for c in score_keys(chosen[0])}
                     add(task, "chosen", target, "TOA (headline)", choice[0], k, mean, dev_choice=choice[1])
-                for inputs in _INPUT_CONTROLS:
+                for inputs in cfg.input_controls:
                     model, info = trained[inputs, target, "plain", k]
                     sc, out = ev(model, target, ex(target, test, inputs=inputs))
                     add(task, target, target, inputs.condition, "plain", k, sc, info, out)
@@ -327,6 +344,7 @@ def score_keys(row: dict) -> list[str]:
         "variant",
         "best_epoch",
         "epochs_run",
+        "stopped_early",
         "dev_choice",
         "seed",
     }

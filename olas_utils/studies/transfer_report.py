@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from olas_utils.studies.outcomes import estimate, family, rate, run_values, select, task_metric, versus
+from olas_utils.studies.outcomes import capped_runs, estimate, family, rate, run_values, select, task_metric, versus
 from olas_utils.studies.transfer import CONTROLS, PAPER_CLAIMS, transfer_condition
 from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, verdict_counts, verdicts
 from olas_utils.vocabulary import Control
@@ -108,7 +108,8 @@ def task_summary(frame: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
         out[f"{name} verdict"] = [v or "-" for v in verdicts(ms)]
     num = [c for c in out.select_dtypes("number").columns if c != "seeds"]
     out[num] = out[num].round(1)
-    return out
+    # a control no run of the frame has (e.g. the trained random-weights input of a profile without it)
+    return out.drop(columns=[c for c in CONTROLS if c in out and c != _BASELINE and out[c].isna().all()])
 
 
 def verdict_frame(summary: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
@@ -298,10 +299,9 @@ def comparison_markdown(
     )
     if frame is not None and {"best_epoch", "epochs_run"} <= set(frame):
         own = frame[frame.condition.isin(["self", _MULTI])].dropna(subset=["best_epoch"])
-        last = own[own.best_epoch == own.epochs_run]
         lines.append(
-            f"* Self-trained and multi-source adapter runs (× seeds) whose best dev epoch was their last (still "
-            f"improving when training ended, so lower bounds for the recipe): {len(last)}/{len(own)}."
+            f"* Self-trained and multi-source adapter runs (× seeds) stopped by the epoch cap, not by early "
+            f"stopping (not converged: lower bounds for the recipe): {capped_runs(own)}/{len(own)}."
         )
     heads = scored["headline variant"].value_counts()
     lines.append("* Headline variants chosen: " + ", ".join(f"{k} {n}×" for k, n in heads.items()) + ".")

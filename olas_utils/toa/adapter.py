@@ -30,6 +30,10 @@ class AdapterConfig:
         depth: axial transformer blocks (paper: 5).
         heads: attention heads (paper: 8); must divide ``dim``.
         reversible: reversible residual blocks (paper: yes; saves activation memory).
+        ff_kernel: kernel size of the two convolutions in each feed-forward block (the paper's
+            axial transformer: 3). 1 makes them pointwise: about a ninth of their FLOPs (the
+            feed-forward blocks are ~90 % of the adapter's FLOPs at ``dim`` 32), leaving every
+            spatial mixing to the row and column attention.
     """
 
     in_channels: int = 4
@@ -37,6 +41,7 @@ class AdapterConfig:
     depth: int = 2
     heads: int = 4
     reversible: bool = True
+    ff_kernel: int = 3
 
     def __post_init__(self) -> None:
         for name in ("in_channels", "dim", "depth", "heads"):
@@ -44,16 +49,25 @@ class AdapterConfig:
                 raise ValueError(f"AdapterConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.dim % self.heads:
             raise ValueError(f"dim ({self.dim}) must be divisible by heads ({self.heads})")
+        if self.ff_kernel not in (1, 3):
+            raise ValueError(f"ff_kernel must be 1 or 3, got {self.ff_kernel}")
 
     def to_dict(self) -> dict:
-        """Plain dict (checkpoints, manifests)."""
-        return asdict(self)
+        """Plain dict (checkpoints, manifests); ``ff_kernel`` only when it is not 3, so the keys of
+        checkpoints written before it existed stay valid."""
+        out = asdict(self)
+        if out["ff_kernel"] == 3:
+            del out["ff_kernel"]
+        return out
 
 
-#: Named sizes: ``"paper"`` (768-dim, depth 5, 8 heads; for a GPU) and ``"small"`` (CPU).
+#: Named sizes: ``"paper"`` (768-dim, depth 5, 8 heads; for a GPU), ``"small"`` (CPU), ``"small-pointwise"``
+#: (``"small"`` with pointwise feed-forward convolutions: the CPU speed candidate,
+#: ``benchmarks/adapter_variants.py``) and ``"tiny"`` (tests).
 ADAPTER_SIZES: dict[str, dict] = {
     "paper": {"dim": 768, "depth": 5, "heads": 8, "reversible": True},
     "small": {"dim": 32, "depth": 2, "heads": 4, "reversible": False},
+    "small-pointwise": {"dim": 32, "depth": 2, "heads": 4, "reversible": False, "ff_kernel": 1},
     "tiny": {"dim": 16, "depth": 1, "heads": 2, "reversible": False},
 }
 
@@ -77,6 +91,8 @@ class OLAAdapter(nn.Module):
         self.body = AxialImageTransformer(
             dim=config.dim, depth=config.depth, heads=config.heads, dim_index=1, reversible=config.reversible
         )
+        if config.ff_kernel != 3:
+            _pointwise_feed_forward(self.body)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Features read off the diagonal of the transformed image.
@@ -101,3 +117,19 @@ class OLAAdapter(nn.Module):
         h = self.body(self.proj(images))
         idx = torch.arange(images.shape[-1], device=images.device)
         return h[:, :, idx, idx].transpose(1, 2)
+
+
+def _pointwise_feed_forward(body: nn.Module) -> None:
+    """Replace the 3×3 convolutions of every feed-forward block of an
+    ``axial_attention.AxialImageTransformer`` (``ChanLayerNorm → Conv2d(d, 4d, 3) → LeakyReLU →
+    Conv2d(4d, d, 3)``) by 1×1 convolutions of the same widths, freshly initialised (PyTorch's default
+    ``Conv2d`` initialisation, drawn in module order, as the library draws its own)."""
+    blocks = [m for m in body.modules() if isinstance(m, nn.Sequential) and any(isinstance(c, nn.Conv2d) for c in m)]
+    if not blocks:
+        raise RuntimeError("no feed-forward blocks found in the axial transformer (axial_attention changed?)")
+    for block in blocks:
+        for i, layer in enumerate(block):
+            if isinstance(layer, nn.Conv2d):
+                if layer.kernel_size != (3, 3):
+                    raise RuntimeError(f"unexpected feed-forward convolution {layer} (axial_attention changed?)")
+                block[i] = nn.Conv2d(layer.in_channels, layer.out_channels, kernel_size=1)

@@ -22,7 +22,15 @@ from olas_utils.data.tasks import TaskData
 from olas_utils.toa.adapter import ADAPTER_SIZES, AdapterConfig
 from olas_utils.toa.features import Example, check_examples
 from olas_utils.toa.heads import TOAModel
-from olas_utils.toa.train import Selection, TrainConfig, checkpoint_key, examples_digest, predict, train_model
+from olas_utils.toa.train import (
+    SCHEDULES,
+    Selection,
+    TrainConfig,
+    checkpoint_key,
+    examples_digest,
+    predict,
+    train_model,
+)
 
 __all__ = [
     "HEADLINE",
@@ -309,6 +317,9 @@ class AdapterSettings:
         arc_dim, label_dim: biaffine head sizes (dependency parsing).
         workers: adapters trained at the same time on a CPU (None: one per core).
         min_epochs: epochs always run.
+        schedule: the learning-rate schedule (:data:`olas_utils.toa.train.SCHEDULES`):
+            ``"linear"`` decays to 0 over ``epochs``; ``"plateau"`` halves the rate after each
+            epoch without dev improvement, so that early stopping, not the cap, ends training.
         seeds: the training seeds; every adapter is trained once per seed (its
             :class:`~olas_utils.toa.train.TrainConfig` ``seed``, part of its checkpoint key, from
             which batch order, noise and dropout are derived with
@@ -326,8 +337,13 @@ class AdapterSettings:
     workers: int | None = None
     min_epochs: int = 1
     seeds: tuple[int, ...] = (0,)
+    schedule: str = "linear"
 
     def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if not 1 <= self.min_epochs <= self.epochs:
+            raise ValueError(f"min_epochs must be in 1..epochs ({self.epochs}), got {self.min_epochs}")
         seeds = tuple(self.seeds)
         if not seeds or len(set(seeds)) != len(seeds) or any(int(x) != x or x < 0 for x in seeds):
             raise ValueError(f"seeds must be distinct non-negative integers, at least one, got {self.seeds!r}")
@@ -337,7 +353,9 @@ class AdapterSettings:
 def profile_training(settings: AdapterSettings, seed: int, kind: str) -> tuple[TrainConfig, dict]:
     """Training settings of a notebook profile: ``(TrainConfig, head_kwargs)``; the head
     arguments are the biaffine sizes for the dependency kind and empty otherwise."""
-    tcfg = TrainConfig(epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr, seed=seed)
+    tcfg = TrainConfig(
+        epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr, seed=seed, schedule=settings.schedule
+    )
     heads = {"arc_dim": settings.arc_dim, "label_dim": settings.label_dim} if kind == "dependency" else {}
     return tcfg, heads
 

@@ -27,9 +27,12 @@ from olas_utils.vocabulary import Control
 __all__ = ["ModelPool", "maps_key", "task_maps"]
 
 #: The controls whose maps can be made here besides the trained model's:
-#: :attr:`Control.RANDOM_WEIGHTS` (a randomly initialised copy) and
-#: :attr:`Control.TOKENIZER_ONLY` (uniform attention through the same pipeline, no forward pass).
-CONTROLS = (Control.RANDOM_WEIGHTS, Control.TOKENIZER_ONLY)
+#: :attr:`Control.RANDOM_WEIGHTS` (a randomly initialised copy), :attr:`Control.HALF_RANDOM` (half of the
+#: layers re-initialised) and :attr:`Control.TOKENIZER_ONLY` (uniform attention through the same
+#: pipeline, no forward pass).
+CONTROLS = (Control.RANDOM_WEIGHTS, Control.HALF_RANDOM, Control.TOKENIZER_ONLY)
+#: Controls whose copy depends on the pool's seed.
+_SEEDED = (Control.RANDOM_WEIGHTS, Control.HALF_RANDOM)
 
 
 def _control(control) -> Control:
@@ -71,7 +74,7 @@ class ModelPool:
     def get(self, name: str, control: Control | str = Control.TRAINED):
         """The :class:`~olas_utils.zoo.LoadedModel` for ``name``, or its control
         (random weights: :func:`olas_utils.zoo.controls.random_weights_copy` with the pool's
-        seed; tokenizer-only: the model itself, whose attention :func:`task_maps` then replaces).
+        seed, half-random: :func:`~olas_utils.zoo.controls.half_random_copy`; tokenizer-only: the model itself, whose attention :func:`task_maps` then replaces).
 
         Raises:
             ValueError: unknown control.
@@ -110,7 +113,7 @@ def maps_key(
         "weights": weights_id,
         "model": model,
         "control": control.cache_id,
-        "control_seed": seed if control is Control.RANDOM_WEIGHTS else None,
+        "control_seed": seed if control in _SEEDED else None,
         "orders": sorted(orders),
         "rollout": rollout,
         "versions": library_versions(),

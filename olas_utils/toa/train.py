@@ -10,6 +10,12 @@
   with the same arguments resumes from the last checkpoint and ends with bit-identical
   weights (at the same thread count). A checkpoint written with other settings or data is
   refused (:class:`CheckpointMismatchError`), never silently reused.
+* **Learning-rate schedules** (:data:`SCHEDULES`): ``"linear"`` (the paper's: decay to 0 over
+  ``epochs``, so the cap also decides how far the rate has decayed, and the last epoch tends to be
+  the best one) and ``"plateau"`` (constant, multiplied by ``lr_factor`` after every epoch whose dev
+  score does not improve on the best; with early stopping on dev, the run ends when the dev score
+  stops improving, not when the cap is reached). The plateau rate of an epoch is a function of the
+  dev curve so far, so a resumed run sets the same rate.
 * **Paper settings** (``docs/method.md#training``): AdamW, linear decay, Gaussian-noise augmentation with
   probability 0.3 per image (:data:`olas_utils.augment.PAPER_ADAPTER`). The paper gives the
   noise std as 0.2 without a scale; here it is 0.2 × the channel's standard deviation. The
@@ -38,6 +44,7 @@ from olas_utils.toa.features import Example
 from olas_utils.toa.heads import TOAModel
 
 __all__ = [
+    "SCHEDULES",
     "TrainConfig",
     "Selection",
     "CheckpointMismatchError",
@@ -57,6 +64,14 @@ _AUGMENTATION_ARGS = {
     "sink_p": "sink_p",
     "temperature_p": "temperature_p",
 }
+
+
+#: Learning-rate schedules of :class:`TrainConfig` (see the module docstring).
+SCHEDULES = ("linear", "plateau")
+
+#: Settings added after checkpoints were first written, with the value those checkpoints had: a
+#: run with these values keeps its old checkpoint key.
+_KEY_DEFAULTS = {"schedule": "linear", "lr_factor": 0.5}
 
 
 def _from_augmentation(name: str) -> property:
@@ -81,6 +96,10 @@ class TrainConfig:
         checkpoint_every: steps between checkpoints (also written after the last step).
         augmentation: the training augmentations (default
             :data:`olas_utils.augment.PAPER_ADAPTER`: noise p 0.3, std 0.2 × the channel's std).
+        schedule: ``"linear"`` (decay to 0 over ``epochs``) or ``"plateau"`` (``lr`` times
+            ``lr_factor`` to the number of epochs so far whose dev score did not improve on the
+            best; needs a :class:`Selection`).
+        lr_factor: the plateau schedule's factor, in (0, 1].
 
     The arguments ``noise_p`` (probability per image of Gaussian noise, paper 0.3), ``noise_std`` (its std as
     a fraction of each channel's std, paper 0.2), ``sink_p`` (highlighted sink columns, paper 0.3, default
@@ -96,6 +115,8 @@ class TrainConfig:
     seed: int = 0
     checkpoint_every: int = 200
     augmentation: Augmentation = PAPER_ADAPTER
+    schedule: str = "linear"
+    lr_factor: float = 0.5
 
     def __init__(
         self,
@@ -111,6 +132,8 @@ class TrainConfig:
         seed: int = 0,
         checkpoint_every: int = 200,
         augmentation: Augmentation = PAPER_ADAPTER,
+        schedule: str = "linear",
+        lr_factor: float = 0.5,
     ) -> None:
         given = {"noise_p": noise_p, "noise_std": noise_std, "sink_p": sink_p, "temperature_p": temperature_p}
         for name, value in given.items():
@@ -130,6 +153,8 @@ class TrainConfig:
             "seed": seed,
             "checkpoint_every": checkpoint_every,
             "augmentation": replace(augmentation, **changes) if changes else augmentation,
+            "schedule": schedule,
+            "lr_factor": float(lr_factor),
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -140,6 +165,10 @@ class TrainConfig:
                 "lr must be > 0 and weight_decay, grad_clip >= 0; got "
                 f"lr={self.lr}, weight_decay={self.weight_decay}, grad_clip={self.grad_clip}"
             )
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if not 0 < self.lr_factor <= 1:
+            raise ValueError(f"lr_factor must be in (0, 1], got {self.lr_factor}")
 
     noise_p = _from_augmentation("noise_p")
     noise_std = _from_augmentation("noise_std_ratio")
@@ -243,7 +272,13 @@ def _config_identity(cfg: TrainConfig) -> dict:
     """``cfg`` in the key layout from before :class:`Augmentation` existed (its four settings beside the others),
     so checkpoints written then stay valid; settings that layout lacked (column range, draw order) are added
     under ``"augmentation"`` where they differ from :data:`~olas_utils.augment.PAPER_ADAPTER`."""
-    out = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "augmentation"}
+    out = {
+        f.name: getattr(cfg, f.name)
+        for f in fields(cfg)
+        if f.name != "augmentation" and not (f.name in _KEY_DEFAULTS and getattr(cfg, f.name) == _KEY_DEFAULTS[f.name])
+    }
+    if cfg.schedule == "linear":  # the factor does nothing there
+        out.pop("lr_factor", None)
     aug = asdict(cfg.augmentation)
     out.update({arg: aug.pop(name) for arg, name in _AUGMENTATION_ARGS.items()})
     other = {k: v for k, v in aug.items() if v != getattr(PAPER_ADAPTER, k)}
@@ -261,7 +296,8 @@ def checkpoint_key(
 ) -> str:
     """SHA-256 identifying a training run: model architecture and size, optimisation
     settings, the training examples' bytes, ``extra`` (e.g. source model, task) and the
-    selection rule and data, if any."""
+    selection rule and data, if any. ``schedule`` and ``lr_factor`` enter the key only when they
+    differ from ``"linear"`` / 0.5 (so checkpoints written before they existed stay valid)."""
     arch = {
         "kind": model.kind,
         "adapter": model.adapter.config.to_dict(),
@@ -325,7 +361,15 @@ def train_model(
         for e in range(cfg.epochs)
     ]
     total = sum(len(p) for p in plan)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))
+    if cfg.schedule == "plateau" and selection is None:
+        raise ValueError(
+            "the plateau schedule lowers the rate when the dev score stops improving: pass a selection "
+            "(dev data), or use schedule='linear'"
+        )
+    # linear: decay to 0 over every step; plateau: the rate of each epoch is set from the dev curve
+    # (_plateau_lr), and the scheduler's own factor stays 1
+    decay = (lambda s: max(0.0, 1.0 - s / total)) if cfg.schedule == "linear" else (lambda s: 1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, decay)
     step, losses_sum = 0, [0.0] * cfg.epochs
     curve: list[float] = []
     best: dict = {"epoch": 0, "score": None, "state": None}
@@ -378,6 +422,9 @@ def train_model(
     try:
         while step < total and not stopped:
             epoch, idx = flat[step]
+            if cfg.schedule == "plateau":
+                for group in opt.param_groups:
+                    group["lr"] = _plateau_lr(cfg, curve[:epoch])
             batch = {k: v.to(device) for k, v in collate([examples[i] for i in idx]).items()}
             gen = torch.Generator().manual_seed(seed_from(cfg.seed, "noise", step))
             images = augment_batch(batch["images"].cpu(), gen, cfg.augmentation).to(device)
@@ -444,6 +491,19 @@ def train_model(
         "epochs_run": epochs_run,
         "stopped_early": stopped,
     }
+
+
+def _plateau_lr(cfg: TrainConfig, curve: Sequence[float]) -> float:
+    """The plateau schedule's rate after the dev scores ``curve`` of the epochs run so far: ``cfg.lr``
+    times ``cfg.lr_factor`` to the number of those epochs that did not improve on the best before
+    them (a tie does not improve, as in :class:`Selection`)."""
+    misses, best = 0, None
+    for v in curve:
+        if best is None or v > best:
+            best = v
+        else:
+            misses += 1
+    return cfg.lr * cfg.lr_factor**misses
 
 
 @torch.no_grad()

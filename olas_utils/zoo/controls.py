@@ -10,6 +10,8 @@ computation:
 * :func:`shuffled_layers_copy` — the same trained weights, with the order of the
   transformer layers permuted (a fixed seed): every layer is intact, only the depth at
   which it runs changes;
+* :func:`half_random_copy` — the paper's half-random control: the trained model with half of its
+  transformer layers (a seeded choice) replaced by those of :func:`random_weights_copy`;
 * :func:`uniform_attention_copy` — the tokenizer-only control: no weights at all, every
   layer attends uniformly to the tokens it may see (:mod:`olas_utils.uniform`); it shares
   the original's model object only for its config and runs no forward pass.
@@ -54,6 +56,8 @@ __all__ = [
     "permute_layers",
     "shuffled_layers_copy",
     "random_weights_copy",
+    "half_random_layers",
+    "half_random_copy",
     "uniform_attention_copy",
     "CONTROLS",
     "make_control",
@@ -261,6 +265,64 @@ def random_weights_copy(loaded, seed: int = 0):
     )
 
 
+def half_random_layers(num_layers: int, seed: int = 0) -> tuple[int, ...]:
+    """The layers :func:`half_random_copy` re-initialises: ``num_layers // 2`` of ``range(num_layers)``
+    (at least one), drawn with ``torch.randperm`` from a private generator seeded with ``seed``, sorted.
+
+    Raises:
+        ValueError: if ``num_layers < 1``.
+    """
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+    gen = torch.Generator().manual_seed(int(seed))
+    return tuple(sorted(int(i) for i in torch.randperm(num_layers, generator=gen)[: max(1, num_layers // 2)]))
+
+
+def half_random_copy(loaded, seed: int = 0):
+    """Half-random control (the paper's "half-random weights"): the trained model with half of its
+    transformer layers randomly re-initialised, everything else (embeddings, the other layers, final
+    norm) trained.
+
+    The re-initialised layers are :func:`half_random_layers` ``(loaded.num_layers, seed)``; their
+    weights are those of :func:`random_weights_copy` ``(loaded, seed)`` at the same positions (the
+    architecture's own initialisation), so a half-random copy is exactly "trained where not chosen,
+    random where chosen". If OLA similarity comes from what training put into the layers, it should
+    fall between the trained model's and the random copy's.
+
+    Args:
+        loaded: a :class:`~olas_utils.zoo.LoadedModel` (not modified).
+        seed: seed of the choice of layers and of their initialisation.
+
+    Returns:
+        A new :class:`~olas_utils.zoo.LoadedModel` named ``"<name>+half-random(seed=<seed>)"``, eval
+        mode, same device and dtype; the re-initialised layers in ``.model.olas_reinitialised_layers``;
+        ``weights_sha256`` = ``"<parent hash>+half-random(seed=<seed>)"`` (None if the parent has none).
+        Building it needs the memory of two more copies of the model for a moment.
+
+    Raises:
+        ValueError: if the model's layer list cannot be found (:func:`find_layer_list`).
+    """
+    n = loaded.num_layers
+    find_layer_list(loaded.model, n)  # fail before copying a large model
+    chosen = half_random_layers(n, seed)
+    model = copy.deepcopy(loaded.model)
+    _, layers = find_layer_list(model, n)
+    random = random_weights_copy(loaded, seed).model
+    _, random_layers = find_layer_list(random, n)
+    with torch.no_grad():
+        for i in chosen:
+            layers[i].load_state_dict(random_layers[i].state_dict())
+    del random, random_layers
+    model.olas_reinitialised_layers = chosen
+    model.eval()
+    return dataclasses.replace(
+        loaded,
+        model=model,
+        name=_copy_name(loaded, Control.HALF_RANDOM, seed),
+        weights_sha256=_derived(loaded, Control.HALF_RANDOM, seed),
+    )
+
+
 #: The weight hash of the tokenizer-only control (no weights are used).
 _UNIFORM_WEIGHTS = "uniform-attention"
 
@@ -295,6 +357,7 @@ CONTROLS = {
     Control.RANDOM_WEIGHTS: random_weights_copy,
     Control.SHUFFLED_LAYERS: shuffled_layers_copy,
     Control.TOKENIZER_ONLY: uniform_attention_copy,
+    Control.HALF_RANDOM: half_random_copy,
 }
 
 

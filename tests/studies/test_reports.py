@@ -53,6 +53,16 @@ def _syntax(seeds=(0, 1, 2)):
     return pd.DataFrame(runs), pd.DataFrame(items)
 
 
+def test_capped_runs_counts_runs_that_early_stopping_did_not_end():
+    from olas_utils.studies.outcomes import capped_runs
+
+    # a run that stopped early after its best epoch 3 of 5, one that ran to the cap of 5 with its best at 4
+    # (patience 2 not yet used up: capped, though its best epoch is not the last), one capped at its best
+    runs = pd.DataFrame({"best_epoch": [3, 4, 5], "epochs_run": [5, 5, 5], "stopped_early": [True, False, False]})
+    assert capped_runs(runs) == 2
+    assert capped_runs(runs.drop(columns="stopped_early")) == 1  # tables from before the column: best = last
+
+
 def test_parser_table_reads_beats_indistinguishable_loses_from_paired_margins():
     from olas_utils.studies import syntax_report
 
@@ -62,7 +72,7 @@ def test_parser_table_reads_beats_indistinguishable_loses_from_paired_margins():
     assert (t["strongest control"] == "tokenizer-only").all() and t.loc["ola:2", "margin"] == 0.0
     assert t.loc["ola:1", "margin low"] > 20 and t.loc["ola:3", "margin high"] < -5
     assert t.loc["ola:1", "ola low"] < t.loc["ola:1", "ola"] < t.loc["ola:1", "ola high"]
-    assert (t.seeds == 3).all() and (t["cap hits"] == 1).all() and t.loc["ola:1", "ola sd (seeds)"] > 0
+    assert (t.seeds == 3).all() and (t["capped"] == 1).all() and t.loc["ola:1", "ola sd (seeds)"] > 0
     # the OLA column is the mean over seeds of the per-seed UAS, as the run table has it
     ola1 = parser[(parser.key == "ola:1") & (parser.condition == "ola")]
     assert t.loc["ola:1", "ola"] == pytest.approx(100 * ola1.uas.mean(), abs=0.05)

@@ -50,7 +50,7 @@ def test_summary_counts_the_verdicts_its_tables_hold(results):
     assert "encoder, `paper`: OLA order 1 20.0 [10.0, 30.0] vs shuffled layers 10.0 [5.0, 20.0]" in text
     # 03: ola:1 beats, ola:2 is the tokenizer-only control's outcomes, ola:3 loses (tests/studies/test_reports.py)
     assert "neighbour chain) on 1 of 3 (1 indistinguishable, 1 lose) (model, key) cells" in text
-    assert "3 of 9 OLA parser runs had their best dev epoch at the epoch cap" in text  # seed 0 of each key
+    assert "3 of 9 OLA parser runs were stopped by the epoch cap, not by early stopping" in text  # seed 0 of each key
     assert "m ola:1: UAS" in text and "— beats." in text
     assert "ola:1 − ola:2 +" in text
     # 04: e1 beats, e2 indistinguishable, e3 loses; self beats everywhere

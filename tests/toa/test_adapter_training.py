@@ -33,6 +33,35 @@ def test_adapter_shapes_and_channel_check(tiny_adapter):
         AdapterConfig(dim=10, heads=4)
 
 
+def test_pointwise_feed_forward_mixes_no_neighbouring_pixels():
+    """With ``ff_kernel=1`` each feed-forward block's output at a pixel depends on that pixel only (the 3×3
+    blocks of the paper's axial transformer read its 5×5 neighbourhood); everything else is unchanged."""
+    from dataclasses import replace
+
+    from torch import nn
+
+    torch.manual_seed(0)
+    cfg = AdapterConfig(in_channels=2, dim=8, depth=2, heads=2, reversible=False)
+    for kernel, spread in ((1, 1), (3, 25)):  # two 3×3 convolutions in a row read a 5×5 neighbourhood
+        a = OLAAdapter(replace(cfg, ff_kernel=kernel)).eval()
+        blocks = [m for m in a.body.modules() if isinstance(m, nn.Sequential)]
+        assert len(blocks) == 2 * cfg.depth  # two feed-forward blocks per axial block
+        x = torch.rand(1, 8, 6, 6)
+        y = x.clone()
+        y[0, :, 2, 3] += 1.0
+        with torch.no_grad():
+            changed = (blocks[0](y) - blocks[0](x)).abs().amax(1)[0] > 0
+        assert int(changed.sum()) == spread and bool(changed[2, 3])
+        assert a(torch.rand(3, 2, 5, 5)).shape == (3, 5, 8)
+    small = sum(p.numel() for p in OLAAdapter(cfg).parameters())
+    point = sum(p.numel() for p in OLAAdapter(replace(cfg, ff_kernel=1)).parameters())
+    conv3 = 2 * cfg.depth * 2 * (8 * 32 * 9)  # the 3×3 weights: 2 blocks × depth × 2 convolutions
+    assert small - point == conv3 - conv3 // 9
+    assert "ff_kernel" not in cfg.to_dict() and replace(cfg, ff_kernel=1).to_dict()["ff_kernel"] == 1
+    with pytest.raises(ValueError, match="ff_kernel"):
+        AdapterConfig(ff_kernel=5)
+
+
 def test_adapter_reads_the_diagonal_of_the_transformed_image(tiny_adapter):
     torch.manual_seed(0)
     a = OLAAdapter(tiny_adapter).eval()

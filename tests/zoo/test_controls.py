@@ -291,3 +291,54 @@ def test_random_weights_copy(zoo_model):
     assert torch.equal(_output(lm), before)
     res = extract_ola(r0.model, r0.tokenizer, WORDS, orders=(1,), rollout=False, layers=(), progress=False)
     assert torch.isfinite(res["ola:1"][0]).all()
+
+
+# --------------------------------------------------------------------------------------
+# half-random copies
+# --------------------------------------------------------------------------------------
+
+
+def test_half_random_layers_are_half_seeded_and_sorted():
+    from olas_utils.zoo.controls import half_random_layers
+
+    for n in (1, 2, 3, 6, 30):
+        got = half_random_layers(n, seed=0)
+        assert len(got) == max(1, n // 2) and len(set(got)) == len(got) and list(got) == sorted(got)
+        assert all(0 <= i < n for i in got) and got == half_random_layers(n, seed=0)
+    assert {half_random_layers(30, seed=s) for s in range(4)} != {half_random_layers(30, seed=0)}
+    with pytest.raises(ValueError, match="num_layers"):
+        half_random_layers(0)
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("name", REAL)
+def test_half_random_copy_is_random_where_chosen_and_trained_elsewhere(zoo_model, name):
+    """Every parameter of a chosen layer equals the random copy's at that position, every other parameter
+    (other layers, embeddings, final norm) the trained model's; the original is untouched."""
+    from olas_utils.vocabulary import Control
+    from olas_utils.zoo.controls import half_random_copy, half_random_layers, make_control
+
+    lm = zoo_model(name)
+    before = _output(lm)
+    half = make_control(lm, Control.HALF_RANDOM, seed=0)
+    rnd = random_weights_copy(lm, seed=0)
+    chosen = half_random_layers(lm.num_layers, 0)
+    assert half.name == f"{name}+half-random(seed=0)" and half.model.olas_reinitialised_layers == chosen
+    assert half.weights_sha256 == f"{lm.weights_sha256}+half-random(seed=0)"
+    prefix = LAYER_LIST[name] + "."
+    orig, sd_half, sd_rnd = lm.model.state_dict(), half.model.state_dict(), rnd.model.state_dict()
+    assert set(sd_half) == set(orig)
+    n_random = 0
+    for k, v in sd_half.items():
+        layer = int(k[len(prefix) :].split(".")[0]) if k.startswith(prefix) else None
+        if layer in chosen:
+            assert torch.equal(v, sd_rnd[k]), k
+            n_random += v.is_floating_point() and not torch.equal(v, orig[k])
+        else:
+            assert torch.equal(v, orig[k]), k
+    assert n_random > 0
+    assert torch.equal(_output(lm), before)
+    out = _output(half)
+    assert torch.isfinite(out).all() and not torch.allclose(out, before)
+    again = half_random_copy(lm, seed=0).model.state_dict()
+    assert all(torch.equal(again[k], sd_half[k]) for k in sd_half)
