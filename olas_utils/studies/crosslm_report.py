@@ -2,16 +2,16 @@
 across models, OLA against its strongest control with error bars, the sizes beside each
 table, and a reading of the results in which every number, interval and verdict is taken
 from the run's tables (:mod:`olas_utils.studies.crosslm` computes the items,
-:mod:`olas_utils.studies.crosslm_stats` the tables; :func:`verdict_frame` is re-exported
-from there)."""
+:mod:`olas_utils.studies.crosslm_stats` the tables; :func:`verdict_frame` is that module's with
+a ``weak_controls`` column)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from olas_utils.studies import crosslm_stats
 from olas_utils.studies.crosslm import ImageSet
-from olas_utils.studies.crosslm_stats import verdict_frame
 from olas_utils.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES, N_RESAMPLES, VERDICTS
 from olas_utils.vocabulary import CAUSAL, ENCODER, FAMILIES, KEY_LABELS, Control, key_label
 
@@ -24,12 +24,47 @@ __all__ = [
     "example_pairs_figure",
     "interval_figure",
     "verdict_frame",
+    "SHALLOW_LAYERS",
+    "weak_controls",
     "protocol_frame",
     "sizes_note",
     "comparison_markdown",
     "distinct_cells",
     "control_name",
 ]
+
+
+#: Models with at most this many layers make the shuffled-layers control weak: every layer and the
+#: embeddings are kept and only a few positions change, so the copy is nearly the model itself (word
+#: protocol, paraphrase-minilm-l3 → minilm-l6 Hit@1 0.891 real and shuffled).
+SHALLOW_LAYERS = 3
+
+
+def weak_controls(items: pd.DataFrame, family: str, layers: dict[str, int] | None = None) -> str:
+    """Why a control of ``family``'s retrieval cells is weak, for the verdict tables: the shuffled-layers
+    control of models with at most :data:`SHALLOW_LAYERS` layers (``layers``: model → number of layers,
+    default the zoo registry's; models it does not know are left out), e.g. ``"shuffled layers:
+    paraphrase-minilm-l3 (3 layers), splade-tiny (2 layers)"``; ``""`` when none is."""
+    if layers is None:
+        from olas_utils.zoo import REGISTRY
+
+        layers = {name: spec.num_layers for name, spec in REGISTRY.items()}
+    fam = items[(items.family == family)]
+    if not (fam.control == Control.SHUFFLED_LAYERS.ident).any():
+        return ""
+    models = sorted(set(fam.target) | set(fam.source), key=str)
+    shallow = [f"{m} ({layers[m]} layers)" for m in models if m in layers and layers[m] <= SHALLOW_LAYERS]
+    return f"{Control.SHUFFLED_LAYERS.label}: {', '.join(shallow)}" if shallow else ""
+
+
+def verdict_frame(items: pd.DataFrame, *, metric: str = "ssim", layers: dict[str, int] | None = None) -> pd.DataFrame:
+    """:func:`olas_utils.studies.crosslm_stats.verdict_frame` with a ``weak_controls`` column
+    (:func:`weak_controls`: where a control the cell compares with is weak by construction)."""
+    out = crosslm_stats.verdict_frame(items, metric=metric)
+    if len(out):
+        notes = {f: weak_controls(items, f, layers) for f in set(out.family)}
+        out["weak_controls"] = [notes[f] for f in out.family]
+    return out
 
 
 #: The paper's reported ranges (``docs/method.md#reported-similarity-numbers``; "reported" numbers from

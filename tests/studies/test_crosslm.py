@@ -179,6 +179,22 @@ def test_interval_figure_draws_error_bars():
     assert heights == pytest.approx([0.8])
 
 
+def test_verdict_table_names_a_shuffled_control_of_shallow_models_as_weak():
+    spec = {("paper", "none", "ola:1"): 0.6, ("paper", "shuffled", "ola:1"): 0.5, ("paper", "random", "ola:1"): 0.1}
+    it = items(spec)
+    v = crosslm_report.verdict_frame(it, layers={"a": 12, "b": 3, "c": 2})
+    assert list(v.weak_controls) == ["shuffled layers: b (3 layers), c (2 layers)"]
+    assert list(crosslm_report.verdict_frame(it, layers={"a": 12, "b": 6}).weak_controls) == [""]
+    # without a shuffled control nothing is weak, whatever the depths
+    no_shuffle = items({k: p for k, p in spec.items() if k[1] != "shuffled"})
+    assert list(crosslm_report.verdict_frame(no_shuffle, layers={"b": 1}).weak_controls) == [""]
+    # the zoo's depths by default: paraphrase-minilm-l3 has 3 layers, splade-tiny 2
+    zoo = items(spec, models=("minilm-l6", "paraphrase-minilm-l3", "splade-tiny"))
+    assert crosslm_report.weak_controls(zoo, "causal") == (
+        "shuffled layers: paraphrase-minilm-l3 (3 layers), splade-tiny (2 layers)"
+    )
+
+
 def test_protocols_side_by_side():
     it = items({("paper", "none", "ola:1"): 0.5, ("word", "none", "ola:1"): 0.6, ("paper", "uniform", "ola:1"): 0.1})
     side = crosslm_report.protocol_frame(crosslm_stats.retrieval_summary(it))
