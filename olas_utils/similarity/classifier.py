@@ -178,6 +178,7 @@ def train_classifier(
     refit: bool = False,
     monitor: Mapping[str, Any] | None = None,
     patience: int | None = None,
+    min_epochs: int = 1,
 ) -> ClassifierResult:
     """Train the chunk classifier on SOURCE models' OLA images, selecting the epoch without
     ever looking at the target (see the module doc, "Model selection").
@@ -206,13 +207,18 @@ def train_classifier(
         patience: early stopping: stop once the selection set's accuracy has not improved
             for this many epochs (``epochs`` is then the maximum); None trains all
             ``epochs``. Needs a selection set (not :data:`SELECT_LAST`).
+        min_epochs: with ``patience``, never stop before this many epochs (the chosen epoch
+            is still the best of all epochs run, possibly an earlier one). The default, 1,
+            lets the patience rule stop at any epoch (the behaviour without this argument).
+            Ignored without ``patience``.
 
     Returns:
         A :class:`ClassifierResult` holding the selected weights.
 
     Raises:
         ValueError: on no source model, arrays of different shapes, fewer than 2 classes,
-            non-finite values, ``epochs < 1``, ``batch_size < 2``, a ``select_on`` that is
+            non-finite values, ``epochs < 1``, ``batch_size < 2``, ``min_epochs`` outside
+            ``1..epochs``, a ``select_on`` that is
             not a source model (or is the only one), or monitor images of another shape.
     """
     from olas_utils.settings import resolve_device
@@ -225,6 +231,8 @@ def train_classifier(
         raise ValueError(f"batch_size must be >= 2 (BatchNorm), got {batch_size}")
     if patience is not None and (not isinstance(patience, int) or patience < 1):
         raise ValueError(f"patience must be a positive number of epochs or None, got {patience!r}")
+    if not isinstance(min_epochs, int) or not 1 <= min_epochs <= epochs:
+        raise ValueError(f"min_epochs must be an integer in 1..epochs ({epochs}), got {min_epochs!r}")
     data = {str(k): as_images(v, name=f"train_images[{k!r}]") for k, v in train_images.items()}
     shapes = {k: tuple(v.shape) for k, v in data.items()}
     if len(set(shapes.values())) != 1:
@@ -306,7 +314,7 @@ def train_classifier(
             if best["key"] is None or key > best["key"]:
                 best.update(key=key, epoch=epoch, state=_state(net))
             post["sel_top1"] = f"{t1:.3f}"
-            if patience is not None and epoch - best["epoch"] >= patience:
+            if patience is not None and epoch >= min_epochs and epoch - best["epoch"] >= patience:
                 post["stop"] = True
         for k, v in mon.items():
             mon_top1[k].append(accuracy_and_loss(batched_logits(net, v, dev), labels)[0])

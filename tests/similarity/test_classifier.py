@@ -333,6 +333,41 @@ def test_early_stopping_stops_after_patience_and_keeps_the_best(data):
         train_classifier(src, epochs=2, patience=1, select_on=SELECT_LAST, batch_size=8, device="cpu", progress=False)
 
 
+def _stop_epoch(keys: list, patience: int, min_epochs: int) -> int:
+    """The epoch at which the patience rule (not before ``min_epochs``) stops a run whose
+    selection keys ``(top1, -loss)`` per epoch are ``keys`` (``len(keys)`` if it never does)."""
+    for e in range(1, len(keys) + 1):
+        best = max(range(1, e + 1), key=lambda i: (keys[i - 1], -i))  # earliest best epoch so far
+        if e >= min_epochs and e - best >= patience:
+            return e
+    return len(keys)
+
+
+def test_min_epochs_delays_early_stopping_and_keeps_the_best_epoch():
+    """A held-out source of pure noise gives a flat selection curve, so patience 1 stops at
+    once; ``min_epochs`` must keep training until then, and the chosen epoch is still the
+    best of every epoch run. The default (1) is the behaviour without the argument."""
+    rng = np.random.default_rng(1)
+    src = {**synth(n_classes=16, models=("a", "b")), "noise": rng.random((16, 1, 16, 16), dtype=np.float32)}
+    kw = dict(select_on="noise", batch_size=8, seed=0, device="cpu", progress=False)
+    full = train_classifier(src, epochs=7, **kw)
+    keys = [(t, -ls) for t, ls in zip(full.selection_top1, full.selection_loss)]
+    plain = train_classifier(src, epochs=7, patience=1, **kw)
+    default = train_classifier(src, epochs=7, patience=1, min_epochs=1, **kw)
+    late = train_classifier(src, epochs=7, patience=1, min_epochs=5, **kw)
+    n_plain, n_late = len(plain.train_loss), len(late.train_loss)
+    assert n_plain == _stop_epoch(keys, 1, 1) < 5  # without min_epochs this run stops before epoch 5
+    assert n_late == _stop_epoch(keys, 1, 5) >= 5
+    assert late.selection_top1 == full.selection_top1[:n_late]
+    assert late.chosen_epoch == max(range(1, n_late + 1), key=lambda e: (keys[e - 1], -e))
+    assert _same_state(late.state_dict, train_classifier(src, epochs=late.chosen_epoch, **kw).state_dict)
+    assert len(default.train_loss) == n_plain and default.chosen_epoch == plain.chosen_epoch
+    assert _same_state(default.state_dict, plain.state_dict)
+    for bad in (0, 8, 2.5):
+        with pytest.raises(ValueError, match="min_epochs"):
+            train_classifier(src, epochs=7, patience=1, min_epochs=bad, **kw)
+
+
 def test_class_ranks_by_hand_and_accuracy_is_their_reduction(trained, data):
     logits = torch.tensor([[0.1, 0.9, 0.3], [0.5, 0.5, 0.1], [0.2, 0.7, 0.7], [float("nan"), 0.0, 0.1]])
     # row 0: true 1 is first; row 1: true 1 ties class 0, which comes first; row 2: true 2
