@@ -35,12 +35,15 @@ from :func:`mixing_layers`.
 
 ``attention="uniform"`` replaces every layer's attention by uniform attention
 (:mod:`olas_utils.uniform`) and runs no forward pass: the *tokenizer-only control*, through
-exactly the same tokenisation, batching, recurrence and pooling.
+exactly the same tokenisation, batching, recurrence and pooling. Mixing keys need a forward
+pass; their tokenizer-only maps are their uniform counterparts, which :func:`uniform_mixing`
+adds to such an extraction.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Iterable, Sequence
 
 import torch
@@ -60,10 +63,19 @@ from olas_utils.architecture import (
 from olas_utils.capture import AttentionCapture
 from olas_utils.maps import OLAMaps
 from olas_utils.ola import OrderAccumulator, check_orders
-from olas_utils.uniform import uniform_attention
+from olas_utils.uniform import uniform_attention, uniform_reference
 from olas_utils.vocabulary import MapKey
 
-__all__ = ["OLAMaps", "extract_ola", "mixing_layers", "max_tokens", "length_buckets", "parse_key", "ATTENTIONS"]
+__all__ = [
+    "OLAMaps",
+    "extract_ola",
+    "mixing_layers",
+    "uniform_mixing",
+    "max_tokens",
+    "length_buckets",
+    "parse_key",
+    "ATTENTIONS",
+]
 
 #: values of ``extract_ola(attention=...)``: the model's own attention, or uniform attention
 #: (the tokenizer-only control; no forward pass).
@@ -282,7 +294,8 @@ def extract_ola(
         raise ValueError(
             f"mixing={mixing} needs the model's value vectors and hidden states, but attention='uniform' runs no "
             "forward pass (it replaces attention by uniform attention). Extract mixing keys with attention='model'; "
-            "their tokenizer-only reference is what neutral pooling divides by (olas_utils.uniform.uniform_reference)"
+            "their tokenizer-only maps (each key's uniform counterpart, olas_utils.uniform.uniform_reference) are "
+            "added to a uniform extraction by olas_utils.extract.uniform_mixing(res, mixing)"
         )
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
@@ -394,6 +407,55 @@ def extract_ola(
         windows=windows,
     )
     return res.to_words(pooling or "neutral") if level == "word" else res
+
+
+def uniform_mixing(res: OLAMaps, mixing: Iterable[str]) -> OLAMaps:
+    """The tokenizer-only control's context-mixing maps, added to its extraction.
+
+    The control runs no forward pass, so it has no value vectors or hidden states to mix; its
+    map of a mixing key is the key's *uniform counterpart*
+    (:func:`olas_utils.uniform.uniform_reference`): every per-layer matrix replaced by uniform
+    attention over the tokens its queries see (each visible token contributes alike), then
+    aggregated as the key aggregates real matrices (``"alti:k"`` like ``"ola:k"``,
+    ``"valuenorm"`` like rollout, ``"alti"`` / ``"globenc"`` as the product of the layers).
+    Each layer's sliding window (``res.windows``) is honoured, as in the control's OLA maps
+    (``docs/method.md#controls``).
+
+    Args:
+        res: a subword-level ``extract_ola(..., attention="uniform")`` result.
+        mixing: context-mixing keys (``"alti"``, ``"valuenorm:2"``, ...; orders up to
+            ``res.num_layers``).
+
+    Returns:
+        A new :class:`OLAMaps` with ``res``'s maps and one ``(T_i, T_i)`` float32 map per
+        sentence for each mixing key (a key ``res`` already holds is recomputed the same way).
+
+    Raises:
+        ValueError: ``res`` is not a uniform-attention extraction or not at subword level (pool
+            after adding the keys: ``uniform_mixing(res, keys).to_words()``), a key that is
+            not a mixing key, or an order above ``res.num_layers``.
+        TypeError: ``mixing`` is a single string rather than a collection of keys.
+    """
+    keys = _mixing_keys(mixing)
+    if res.attention != "uniform":
+        raise ValueError(
+            f"uniform_mixing adds the tokenizer-only maps of mixing keys to an attention='uniform' extraction, "
+            f"but these maps were made with attention={res.attention!r}: extract mixing keys from the model with "
+            "extract_ola(..., mixing=...)"
+        )
+    if res.level != "subword":
+        raise ValueError("uniform_mixing needs subword-level maps; pool afterwards with .to_words()")
+    for key in keys:
+        parse_key(key, res.num_layers)
+    maps = dict(res.maps)
+    for key in keys:
+        maps[key] = [
+            uniform_reference(
+                key, len(wid), causal=res.is_causal, num_layers=res.num_layers, windows=res.windows
+            ).clone()
+            for wid in res.word_ids
+        ]
+    return dataclasses.replace(res, maps=maps)
 
 
 @torch.no_grad()

@@ -19,7 +19,7 @@ import torch
 
 from olas_utils import __version__
 from olas_utils.align import POOLINGS, pool_to_words
-from olas_utils.uniform import uniform_reference
+from olas_utils.uniform import neutral_problem, uniform_reference
 
 __all__ = ["OLAMaps", "MapsIntegrityError", "CONTENT_KEY"]
 
@@ -140,6 +140,11 @@ class OLAMaps:
             A new :class:`OLAMaps` with ``(W_i, W_i)`` maps and ``special`` filled with each
             word's ``(W_i, S_i)`` attention to the special tokens.
 
+        Warns:
+            UserWarning: neutral pooling of a key for which it means nothing on this model
+                (:func:`olas_utils.uniform.neutral_problem`: ``"alti"`` / ``"globenc"``, the product of
+                many causal layers), naming it; its word maps are still returned.
+
         Raises:
             ValueError: if the maps are already at word level, or on an unknown pooling.
         """
@@ -147,6 +152,11 @@ class OLAMaps:
             raise ValueError("these maps are already at word level")
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        if pooling == "neutral":
+            for key in self.maps:
+                why = neutral_problem(key, causal=self.is_causal, num_layers=self.num_layers)
+                if why is not None:
+                    warnings.warn(f"{self.model_name}: {why}", UserWarning, stacklevel=2)
         maps: dict[str, list] = {k: [] for k in self.maps}
         special: dict[str, list] = {k: [] for k in self.maps}
         for key, per_sentence in self.maps.items():

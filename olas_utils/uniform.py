@@ -15,7 +15,9 @@ Two uses:
   (``extract_ola(..., attention="uniform")``): the *tokenizer-only control*.
 * :func:`uniform_reference` is the map a key (``"ola:k"``, ``"rollout"``, ``"layer:i"``)
   takes for one sentence under uniform attention in every layer; neutral word pooling
-  (:func:`olas_utils.align.pool_to_words`) divides by its pooled value.
+  (:func:`olas_utils.align.pool_to_words`) divides by its pooled value, which
+  :func:`neutral_problem` says is meaningless for one kind of key: the product of many causal
+  layers.
 
 Pure tensor code; importing this module does no work.
 """
@@ -28,7 +30,16 @@ import torch
 
 from olas_utils.vocabulary import KEY_METHODS, MapKey
 
-__all__ = ["uniform_attention", "uniform_reference"]
+__all__ = ["uniform_attention", "uniform_reference", "neutral_problem", "MAX_NEUTRAL_PRODUCT"]
+
+#: The most causal layers whose product (``"alti"``, ``"globenc"``: ``Π M(i)``) neutral word pooling
+#: divides by: :func:`neutral_problem`. The uniform counterpart of such a key is ``U^N`` for a causal
+#: ``U`` (``1/(i+1)`` on and below the diagonal), whose entries span about ``T^N`` — for a 50-word
+#: chunk (~70 tokens) 3·10⁵ at N = 3 (as ``"ola:3"``), beyond float32's precision (1/ε ≈ 1.7·10⁷)
+#: from N = 4, and below its smallest number on the diagonal of later tokens from N ≈ 20: the lift
+#: divides by numbers that carry no information (measured at word level: 3·10³¹ on gemma3-270m's
+#: 18 layers, infinite on smollm2-135m's 30, against at most 900 for ``"ola:3"``).
+MAX_NEUTRAL_PRODUCT = 3
 
 
 def uniform_attention(attention_mask: torch.Tensor, *, causal: bool, window: int | None = None) -> torch.Tensor:
@@ -126,6 +137,44 @@ def _reference(
             f"no uniform reference for key {key!r}: use 'ola:k', 'rollout', 'layer:i' or a mixing key ('alti', 'alti:k', ...)"
         )
     return out[0].to(torch.float32)
+
+
+def neutral_problem(key: str, *, causal: bool, num_layers: int) -> str | None:
+    """Why neutral word pooling (:func:`olas_utils.align.pool_to_words`) of ``key`` means nothing
+    on such a model, or None if it is defined.
+
+    The one case: a bare context-mixing key aggregated as the product of its per-layer matrices
+    (``"alti"``, ``"globenc"``: :attr:`olas_utils.vocabulary.KeyMethod.bare` ``"product"``) on a
+    causal model with more than :data:`MAX_NEUTRAL_PRODUCT` layers. Its uniform counterpart
+    ``Π U_i`` piles all its mass on the first token as causal layers multiply, so dividing by it
+    divides by underflowing numbers. Encoders are unaffected (``U·U = U``), and so are the order
+    keys (``"alti:k"`` is divided by ``U^k`` like ``"ola:k"``) and rollout-like aggregations
+    (``Π (U_i + I)`` keeps the identity). Subword-level maps and Clark pooling are always defined.
+
+    Args:
+        key: a map name.
+        causal: a causal model.
+        num_layers: N.
+
+    Returns:
+        One sentence naming the key, why and what to use instead, or None (also for a name that
+        is not a map key: :func:`uniform_reference` refuses it).
+    """
+    try:
+        parsed = MapKey.parse(key)
+    except ValueError:
+        return None
+    spec = KEY_METHODS[parsed.method]
+    if not (parsed.mixing and parsed.index is None and spec.bare == "product"):
+        return None
+    if not causal or num_layers <= MAX_NEUTRAL_PRODUCT:
+        return None
+    return (
+        f"{str(parsed)!r} is the product of all {num_layers} causal layers, and neutral word pooling divides it by "
+        f"uniform attention's product, which piles its mass on the first token and underflows elsewhere: the lift "
+        f"is not a number that means anything. Use it at subword level or with Clark pooling, or its orders "
+        f"('{parsed.method}:1' .. '{parsed.method}:{MAX_NEUTRAL_PRODUCT}') at word level"
+    )
 
 
 def uniform_reference(

@@ -68,15 +68,68 @@ class MapStore:
         pool: a :class:`~olas_utils.toa.taskmaps.ModelPool`.
         level: ``"word"`` (neutral pooling) or ``"subword"``.
         orders: OLA orders to extract (per model, those it has).
+        mixing: context-mixing keys to extract in the same pass (``"alti:1"``, ...; per model,
+            those it can give: :meth:`mixing_for`). With none, the maps and their disk cache
+            are exactly those of a store without the argument.
         progress: bars.
+
+    Raises:
+        ValueError: an unknown level, or a ``mixing`` key that is not a context-mixing key.
     """
 
-    def __init__(self, pool, *, level: str = "word", orders: Sequence[int] = (1, 2, 3), progress: bool = True) -> None:
+    def __init__(
+        self,
+        pool,
+        *,
+        level: str = "word",
+        orders: Sequence[int] = (1, 2, 3),
+        mixing: Sequence[str] = (),
+        progress: bool = True,
+    ) -> None:
+        from olas_utils.studies.depth import mixing_keys
+
         if level not in ("word", "subword"):
             raise ValueError(f"level must be 'word' or 'subword', got {level!r}")
         self.pool, self.level, self.orders, self.progress = pool, level, tuple(orders), progress
+        if isinstance(mixing, (str, bytes)) or len(mixing_keys(mixing)) != len(tuple(mixing)):
+            raise ValueError(f"mixing takes context-mixing keys ('alti', 'alti:1', 'valuenorm', ...), got {mixing!r}")
+        self.mixing = tuple(dict.fromkeys(mixing_keys(mixing)))
         self._maps: dict = {}
+        self._mixing: dict[str, tuple[str, ...]] = {}
         self.causal: dict[str, bool] = {}
+
+    def mixing_for(self, model: str) -> tuple[str, ...]:
+        """The store's mixing keys that ``model`` can give at the store's level
+        (:func:`olas_utils.studies.depth.mixing_skips`; each other one is left out with a
+        ``UserWarning``). Asked once per model; with mixing
+        keys, the first question loads the trained model (its modules say what it has)."""
+        from olas_utils.studies.depth import drop_skipped, mixing_skips
+
+        if not self.mixing:
+            return ()
+        if model not in self._mixing:
+            skips = mixing_skips(self.pool.get(model).model, self.mixing, level=self.level)
+            self._mixing[model] = tuple(drop_skipped(model, self.mixing, skips))
+        return self._mixing[model]
+
+    def keys_for(self, model: str, keys: Sequence[str]) -> list[str]:
+        """The ``keys`` that ``model`` has: by its depth (:func:`olas_utils.studies.depth.keys_for`)
+        and, for context-mixing keys, by :meth:`mixing_for`.
+
+        Raises:
+            ValueError: a mixing key of ``keys`` that the store was not made with (pass it in
+                ``MapStore(..., mixing=...)``).
+        """
+        from olas_utils.studies.depth import keys_for, mixing_keys
+
+        missing = [k for k in mixing_keys(keys) if k not in self.mixing]
+        if missing:
+            raise ValueError(
+                f"the map store extracts the mixing keys {list(self.mixing)}, not {missing}: make it with "
+                f"MapStore(pool, ..., mixing={mixing_keys(keys)!r})"
+            )
+        have = self.mixing_for(model)
+        return [k for k in keys_for(model, keys) if k not in self.mixing or k in have]
 
     def maps(self, model: str, data: TaskData, control: Control | str = Control.TRAINED):
         """:class:`~olas_utils.maps.OLAMaps` of ``data.words`` at the store's level, for the
@@ -88,7 +141,13 @@ class MapStore:
         k = (model, control, data.fingerprint())
         if k not in self._maps:
             m = task_maps(
-                self.pool, model, data, control=control, orders=orders_for(model, self.orders), progress=self.progress
+                self.pool,
+                model,
+                data,
+                control=control,
+                orders=orders_for(model, self.orders),
+                mixing=self.mixing_for(model),
+                progress=self.progress,
             )
             self._maps[k] = m.to_words() if self.level == "word" else m
             self.causal[model] = bool(m.is_causal)

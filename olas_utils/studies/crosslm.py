@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from olas_utils.studies.depth import orders_for
+from olas_utils.studies.depth import drop_skipped, mixing_skips, orders_for
 from olas_utils.studies.profiles import ClassifierSettings, CrossLMProfile
 from olas_utils.vocabulary import FAMILIES, Control, MapKey
 
@@ -37,6 +37,13 @@ __all__ = [
 
 _U, _R, _H, _S = Control.TOKENIZER_ONLY, Control.RANDOM_WEIGHTS, Control.HALF_RANDOM, Control.SHUFFLED_LAYERS
 _BASELINES = ("rollout", "layer:0", "layer:-1")
+#: The context-mixing baselines of the paper profile (``docs/method.md#context-mixing``): ALTI (the
+#: paper's), value-norm rollout and ALTI order 1 (beside OLA order 1: is the similarity an
+#: attention property or a context-mixing one?). They cost about 2.6× the extraction of OLA
+#: alone (``alti`` + ``valuenorm`` on minilm-l6 and smollm2-135m, one thread), so the quick
+#: profile has none and the smoke profile only ``alti``. The word protocol has no ``alti`` images of
+#: the causal models (:func:`olas_utils.uniform.neutral_problem`); ``alti:1`` it has.
+_MIXING = ("alti", "valuenorm", "alti:1")
 _PROTOCOLS = ("released", "paper", "word")
 
 #: Columns of :func:`retrieval_items`: one row per (…, target, source, chunk); ``rank`` is the
@@ -58,7 +65,7 @@ PROFILES: dict[str, CrossLMProfile] = {
         models=("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m"),
         n_chunks=12,
         orders=(1, 2),
-        baselines=("rollout",),
+        baselines=("rollout", "alti"),
         protocols=_PROTOCOLS,
         controls=(_U, _R, _H),
         classifier=ClassifierSettings(
@@ -96,11 +103,11 @@ PROFILES: dict[str, CrossLMProfile] = {
         models=None,
         n_chunks=1000,
         orders=(1, 2, 3),
-        baselines=_BASELINES,
+        baselines=_BASELINES + _MIXING,
         protocols=_PROTOCOLS,
         controls=(_U, _R, _H, _S),
         classifier=ClassifierSettings(
-            keys=("ola:1", "ola:2", "ola:3") + _BASELINES,
+            keys=("ola:1", "ola:2", "ola:3") + _BASELINES + _MIXING,
             epochs=60,
             patience=8,
             controls=(_U, _R, _H, _S),
@@ -127,7 +134,9 @@ class ImageSet:
         built: ``(model, control identifier)`` of every control copy that had to be built (its caches
             were incomplete); a complete cache is read without building the copy.
         model_keys: ``{model: keys}`` where a model lacks some of ``keys`` (an OLA order
-            above its number of layers); a model not listed has them all.
+            above its number of layers, a context-mixing key its architecture cannot give);
+            a model not listed has them all. A word-level cache may hold fewer (its
+            ``.keys``; :meth:`with_key` with the protocol reads them).
     """
 
     caches: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)
@@ -136,9 +145,15 @@ class ImageSet:
     built: list[tuple[str, str]] = field(default_factory=list)
     model_keys: dict[str, list[str]] = field(default_factory=dict)
 
-    def with_key(self, key: str, models: Sequence[str]) -> list[str]:
-        """The ``models`` that have images of ``key``, in the given order."""
-        return [m for m in models if key in self.model_keys.get(m, self.keys)]
+    def with_key(self, key: str, models: Sequence[str], protocol: str | None = None) -> list[str]:
+        """The ``models`` that have images of ``key`` (of ``protocol``, if given: a word-level
+        cache leaves out the keys whose neutral pooling means nothing on its model,
+        :func:`olas_utils.uniform.neutral_problem`), in the given order."""
+        out = [m for m in models if key in self.model_keys.get(m, self.keys)]
+        if protocol is not None:
+            caches = self.caches.get((Control.TRAINED.ident, protocol), {})
+            out = [m for m in out if m not in caches or key in caches[m].keys]
+        return out
 
     def images(
         self, control: Control | str, protocol: str, key: str, models: Sequence[str] | None = None
@@ -179,8 +194,14 @@ def extract_images(
     Args:
         models: zoo names / folders / Hugging Face ids.
         chunks: the corpus (:func:`olas_utils.data.corpus.build_chunks`).
-        orders, baselines: what to store (``"ola:k"`` per order, plus e.g. ``"rollout"``); a
-            model gets the orders it has (:func:`olas_utils.studies.depth.orders_for`).
+        orders, baselines: what to store (``"ola:k"`` per order, plus e.g. ``"rollout"``,
+            ``"layer:-1"`` and context-mixing keys such as ``"alti"``, ``"alti:1"``); a model gets
+            the orders it has (:func:`olas_utils.studies.depth.orders_for`) and the mixing keys
+            its architecture and depth give (:func:`olas_utils.studies.depth.mixing_skips`: the
+            others are left out for that model with a ``UserWarning`` naming key and reason,
+            and recorded in :attr:`ImageSet.model_keys`). The tokenizer-only control's image
+            of a mixing key is the key's uniform counterpart
+            (:func:`olas_utils.extract.uniform_mixing`).
         protocols: some of ``"released"``, ``"paper"``, ``"word"``, for the models and
             every control.
         controls: some of :data:`olas_utils.zoo.controls.CONTROLS` (or their
@@ -201,14 +222,16 @@ def extract_images(
     bad = [c for c in controls if _as_control(c) not in CONTROLS]
     if bad:
         raise ValueError(f"unknown control(s) {bad}; use {sorted(c.ident for c in CONTROLS)}")
+    baselines = [str(MapKey.parse(b)) if MapKey.parse(b).mixing else b for b in baselines]
     out = ImageSet(keys=[str(MapKey.ola(k)) for k in orders] + list(baselines))
     for name in models:
         lm = load_model(name, device=device)
         out.families[name] = lm.family
         mine = orders_for(name, orders, lm.num_layers)
-        if len(mine) < len(orders):
-            out.model_keys[name] = [str(MapKey.ola(k)) for k in mine] + list(baselines)
-        kw = dict(orders=mine, baselines=baselines, batch_size=batch_size, seed=seed, cache_dir=cache_dir)
+        base = drop_skipped(name, baselines, mixing_skips(lm.model, baselines))  # warns for each key it drops
+        if len(mine) < len(orders) or len(base) < len(baselines):
+            out.model_keys[name] = [str(MapKey.ola(k)) for k in mine] + base
+        kw = dict(orders=mine, baselines=base, batch_size=batch_size, seed=seed, cache_dir=cache_dir)
         for control in [Control.TRAINED, *map(Control.parse, controls)]:
             if control is Control.TRAINED:
                 model = lm
@@ -279,7 +302,7 @@ def retrieval_items(
             if len(fam) < 2:
                 continue
             for key in images.keys:
-                have = images.with_key(key, fam)
+                have = images.with_key(key, fam, protocol)
                 if len(have) < 2:
                     continue
                 imgs = images.images(control, protocol, key, have)
@@ -365,7 +388,7 @@ def classifier_frame(
                 continue
             for target in fam if targets == "all" else fam[-1:]:
                 for key in keys:
-                    have = images.with_key(key, fam)
+                    have = images.with_key(key, fam, protocol)
                     sources = [m for m in have if m != target]
                     if target not in have or not sources:
                         continue  # the target (or every source) is shallower than this order

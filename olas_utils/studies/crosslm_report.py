@@ -74,6 +74,7 @@ PAPER_RANGES: dict[str, tuple[float, float]] = {
     "retrieval_clm_order1_hit5": (0.89, 0.97),
     "classifier_clm_order1": (0.49, 0.95),
     "classifier_clm_rollout": (0.08, 0.66),
+    "classifier_clm_alti": (0.16, 0.86),
     "classifier_mlm_order1": (0.92, 0.92),
     "classifier_mlm_rollout": (0.44, 0.44),
 }
@@ -155,7 +156,7 @@ def example_pairs_figure(
     """
     import matplotlib.pyplot as plt
 
-    members = {f: images.with_key(key, images.family_models(f)) for f in FAMILIES}
+    members = {f: images.with_key(key, images.family_models(f), protocol) for f in FAMILIES}
     fams = [f for f in FAMILIES if members[f]]  # models shallower than the key's order left out
     width = max(len(members[f]) for f in fams)
     fig, axes = plt.subplots(len(fams), width, figsize=(2.4 * width, 2.5 * len(fams)), squeeze=False)
@@ -420,7 +421,9 @@ def _classifier_lines(classifier: pd.DataFrame, cverdict: pd.DataFrame | None) -
     lines = []
     ranges = {CAUSAL: "classifier_clm", ENCODER: "classifier_mlm"}
     for family in FAMILIES:
-        for key, suffix in (("ola:1", "order1"), ("rollout", "rollout")):
+        for key, suffix in (("ola:1", "order1"), ("rollout", "rollout"), ("alti", "alti")):
+            if f"{ranges[family]}_{suffix}" not in PAPER_RANGES:
+                continue  # the paper reports ALTI for causal LMs only
             s = classifier[(classifier.family == family) & (classifier.key == key) & (classifier.control == _TRAINED)]
             for _, r in s.iterrows():
                 lo, hi = PAPER_RANGES[f"{ranges[family]}_{suffix}"]

@@ -1,16 +1,22 @@
 """Which OLA orders and map keys a model can have: order k multiplies k distinct layers, so a
-model with N layers has orders up to N (the 2-layer ``splade-tiny`` has no order 3). The
-studies ask for the same orders of every model and drop, per model, those it cannot have;
-each comparison then uses the models that have the key compared.
+model with N layers has orders up to N (the 2-layer ``splade-tiny`` has no order 3), and a
+context-mixing key needs an architecture whose layers OLAS knows how to decompose
+(:data:`olas_utils.mixing_specs.MIXING_SPECS`; ``"globenc"`` only post-LN encoders) and, at
+word level, a neutral pooling that means something for the key on that model (not so for
+``"alti"`` of a deep causal model: :func:`olas_utils.uniform.neutral_problem`). The studies
+ask for the same keys of every model and drop, per model, those it cannot have, with a
+warning naming the key and why; each comparison then uses the models that have the key
+compared.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
 from olas_utils.vocabulary import MapKey
 
-__all__ = ["orders_for", "keys_for"]
+__all__ = ["orders_for", "keys_for", "mixing_keys", "mixing_skips", "drop_skipped"]
 
 
 def _depth(model: str, num_layers: int | None) -> int | None:
@@ -20,6 +26,12 @@ def _depth(model: str, num_layers: int | None) -> int | None:
 
     entry = REGISTRY.get(model)
     return entry.num_layers if entry is not None else None
+
+
+def _order(key: str) -> int | None:
+    """The order of an ``"ola:k"`` or ``"<mixing method>:k"`` key, else None."""
+    k = MapKey.parse(key)
+    return k.index if k.method == "ola" or (k.mixing and k.index is not None) else None
 
 
 def orders_for(model: str, orders: Sequence[int], num_layers: int | None = None) -> tuple[int, ...]:
@@ -40,7 +52,87 @@ def orders_for(model: str, orders: Sequence[int], num_layers: int | None = None)
 
 
 def keys_for(model: str, keys: Sequence[str], num_layers: int | None = None) -> list[str]:
-    """The map ``keys`` (``"ola:k"``, ``"rollout"``, ``"layer:i"``) that ``model`` has: every
-    non-OLA key, and ``"ola:k"`` for the orders of :func:`orders_for`."""
+    """The map ``keys`` (``"ola:k"``, ``"rollout"``, ``"layer:i"``, ``"alti:k"``, ...) that
+    ``model`` has by its depth: every key without an order, and each ``"ola:k"`` /
+    ``"<mixing method>:k"`` with ``k`` among :func:`orders_for`. Whether the architecture has
+    the mixing keys is :func:`mixing_skips`'s question (it needs the model)."""
     depth = _depth(model, num_layers)
-    return [k for k in keys if depth is None or (o := MapKey.parse(k).order) is None or o <= depth]
+    return [k for k in keys if depth is None or (o := _order(k)) is None or o <= depth]
+
+
+def mixing_keys(keys: Sequence[str]) -> list[str]:
+    """The context-mixing keys among ``keys`` (``"alti"``, ``"valuenorm:2"``, ...), as
+    canonical names, in order.
+
+    Raises:
+        ValueError: a key that is not a map key (:meth:`olas_utils.vocabulary.MapKey.parse`).
+    """
+    return [str(k) for k in map(MapKey.parse, keys) if k.mixing]
+
+
+def mixing_skips(model, keys: Sequence[str], *, level: str = "subword") -> dict[str, str]:
+    """Why ``model`` cannot give each of the context-mixing ``keys`` it lacks.
+
+    Args:
+        model: a loaded ``transformers`` model (only its modules and config are read).
+        keys: map keys; those that are not mixing keys are never skipped here.
+        level: ``"subword"`` or ``"word"`` (neutral pooling): at word level a key whose neutral
+            pooling means nothing on the model is skipped too
+            (:func:`olas_utils.uniform.neutral_problem`: ``"alti"`` / ``"globenc"`` of a deep
+            causal model).
+
+    Returns:
+        ``{key: reason}`` for every mixing key that ``model`` cannot give: an order above its
+        number of layers, an architecture without a
+        :data:`~olas_utils.mixing_specs.MIXING_SPECS` entry, ``"globenc"`` on a model that is
+        not post-LN (:func:`olas_utils.mixing_specs.mixing_problem`'s sentence), and at word
+        level the neutral-pooling case; empty when it has them all.
+
+    Raises:
+        ValueError: an unknown level.
+    """
+    if level not in ("subword", "word"):
+        raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
+    wanted = mixing_keys(keys)
+    if not wanted:
+        return {}
+    from olas_utils.architecture import is_causal_model, num_attention_layers
+    from olas_utils.mixing_specs import mixing_problem
+    from olas_utils.uniform import neutral_problem
+
+    n = num_attention_layers(model)
+    problems = {m: mixing_problem(model, [m]) for m in dict.fromkeys(MapKey.parse(k).method for k in wanted)}
+    causal = is_causal_model(model) if level == "word" else False
+    out = {}
+    for key in wanted:
+        order = _order(key)
+        why = problems[MapKey.parse(key).method]
+        if why is None and order is not None and order > n:
+            why = f"order {order} multiplies {order} distinct layers and the model has {n}"
+        if why is None and level == "word":
+            why = neutral_problem(key, causal=causal, num_layers=n)
+        if why is not None:
+            out[key] = why
+    return out
+
+
+def drop_skipped(model: str, keys: Sequence[str], skips: dict[str, str]) -> list[str]:
+    """``keys`` without those in ``skips`` (:func:`mixing_skips`), with one ``UserWarning``
+    per skipped key naming the model, the key and why (no images or maps of it for that
+    model; the comparisons of the key use the other models).
+
+    Returns:
+        The remaining keys, in order (canonical names for mixing keys).
+    """
+    out = []
+    for key in keys:
+        name = str(MapKey.parse(key))
+        if name in skips:
+            warnings.warn(
+                f"{model}: no {name!r} maps ({skips[name]}); that key's comparisons leave {model} out",
+                UserWarning,
+                stacklevel=2,
+            )
+        else:
+            out.append(name if MapKey.parse(key).mixing else key)
+    return out

@@ -14,9 +14,9 @@ import pandas as pd
 
 from olas_utils.data.tasks import TaskData
 from olas_utils.sinks import preprocess
-from olas_utils.studies.depth import keys_for, orders_for
+from olas_utils.studies.depth import drop_skipped, keys_for, mixing_keys, mixing_skips, orders_for
 from olas_utils.studies.profiles import SHARED_SIZES, SHARED_TRAINING, AdapterSettings, SplitSizes, SyntaxProfile
-from olas_utils.vocabulary import CAUSAL, ENCODER, Control, family_of
+from olas_utils.vocabulary import CAUSAL, ENCODER, Control, MapKey, family_of
 
 __all__ = [
     "PROFILES",
@@ -45,7 +45,7 @@ PROFILES: dict[str, SyntaxProfile] = {
     "smoke": SyntaxProfile(
         models=("minilm-l6", "smollm2-135m"),
         sizes=SHARED_SIZES["smoke"],
-        keys=("ola:1", "rollout"),
+        keys=("ola:1", "rollout", "alti"),
         level="word",
         training=SHARED_TRAINING["smoke"],
         input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS),
@@ -61,7 +61,7 @@ PROFILES: dict[str, SyntaxProfile] = {
     "paper": SyntaxProfile(
         models=None,
         sizes=SplitSizes(n_train=None, n_dev=None, n_test=None, max_words=None, min_words=1),
-        keys=("ola:1", "ola:2", "ola:3", "rollout"),
+        keys=("ola:1", "ola:2", "ola:3", "rollout", "alti:1"),
         level="subword",
         training=AdapterSettings(
             adapter="paper", epochs=15, patience=3, batch_size=2, lr=3e-5, arc_dim=512, label_dim=128, workers=None
@@ -127,7 +127,9 @@ def probe_frame(
         models: model names.
         test: the EWT split to probe (``load_task("dependency", "test", ...)``).
         pool: a :class:`~olas_utils.toa.taskmaps.ModelPool`.
-        keys: maps to probe (a model shallower than an order skips its key).
+        keys: maps to probe (a model shallower than an order skips its key; a context-mixing key
+            such as ``"alti:1"`` is extracted in the same pass, and skipped with a warning by a
+            model that cannot give it, :func:`olas_utils.studies.depth.mixing_skips`).
         batch_size, progress: extraction settings.
 
     Returns:
@@ -145,11 +147,22 @@ def probe_frame(
 
     items = []
     for name in models:
+        mixing = mixing_keys(keys)
+        if mixing:  # asks the loaded model which it can give
+            mixing = drop_skipped(name, mixing, mixing_skips(pool.get(name).model, mixing, level="word"))
         maps = task_maps(
-            pool, name, test, orders=orders_for(name, (1, 2, 3)), batch_size=batch_size, progress=progress
+            pool,
+            name,
+            test,
+            orders=orders_for(name, (1, 2, 3)),
+            mixing=mixing,
+            batch_size=batch_size,
+            progress=progress,
         ).to_words()
         for variant in PROBE_VARIANTS:
             for key in keys_for(name, keys):
+                if MapKey.parse(key).mixing and str(MapKey.parse(key)) not in mixing:
+                    continue
                 per = [
                     probe_sentence(m, h)
                     for m, h in zip(probe_maps(maps, key, remove_sinks=variant == "sinks removed"), test.heads)
@@ -230,7 +243,8 @@ def parser_frame(
         checkpoint_dir: resumable checkpoints (default ``<cache>/toa``).
         progress: bars.
         store: a :class:`~olas_utils.studies.adapters.MapStore` to share maps with other
-            studies (default: a new one on ``pool``).
+            studies (default: a new one on ``pool`` extracting ``cfg.keys``' context-mixing keys);
+            it must extract those keys (``MapStore(..., mixing=...)``).
 
     Returns:
         ``(parser, items)``. ``parser``: rows ``model, family, key, condition, seed, uas, las,
@@ -247,7 +261,7 @@ def parser_frame(
     from olas_utils.toa.fit import evaluate_outcomes, score, sentence_outcomes, trivial_baseline
 
     seeds = tuple(cfg.training.seeds if seeds is None else seeds)
-    store = store or MapStore(pool, level=cfg.level, progress=progress)
+    store = store or MapStore(pool, level=cfg.level, mixing=mixing_keys(cfg.keys), progress=progress)
     plan = {}
     for name in models:  # 1. maps, model-major (each model and its random copy loaded once), and the runs
         for data in (train, dev, test):
@@ -258,7 +272,7 @@ def parser_frame(
                     store.maps(name, data, control.maps)
         store.maps(name, test, Control.RANDOM_INIT_TARGET.maps)
         store.release()
-        for key in keys_for(name, cfg.keys):
+        for key in store.keys_for(name, cfg.keys):  # a mixing key the model cannot give is skipped (warned)
             for inputs in (Control.TRAINED, *cfg.input_controls):
                 x = {s: store.examples(name, d, [key], inputs=inputs) for s, d in (("train", train), ("dev", dev))}
                 for seed in seeds:

@@ -2,14 +2,14 @@
 cached on disk.
 
 The cache folder name carries a SHA-256 of everything the maps depend on besides the words
-(model weights hash, control and its seed, orders, library versions), so maps made with
-other settings are never reused: they simply are not found. Inside it, maps are stored per
-sentence, identified by its words only (:mod:`olas_utils.toa.mapshards`), not by the task,
-its labels or the list it came in: the same sentences of two tasks (UD English-EWT and
-UNER English-EWT, which list them in other orders) or two notebooks (03 and 04) are
-extracted once. Shards are written atomically; an unreadable, damaged or foreign one (a
-content hash or key that does not match, :mod:`olas_utils.toa.mapshards`) is reported, set
-aside and its sentences extracted again.
+(model weights hash, control and its seed, orders, context-mixing keys if any, library
+versions), so maps made with other settings are never reused: they simply are not found.
+Inside it, maps are stored per sentence, identified by its words only
+(:mod:`olas_utils.toa.mapshards`), not by the task, its labels or the list it came in: the
+same sentences of two tasks (UD English-EWT and UNER English-EWT, which list them in other
+orders) or two notebooks (03 and 04) are extracted once. Shards are written atomically; an
+unreadable, damaged or foreign one (a content hash or key that does not match,
+:mod:`olas_utils.toa.mapshards`) is reported, set aside and its sentences extracted again.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Sequence
 from olas_utils.data.tasks import TaskData
 from olas_utils.extract import OLAMaps
 from olas_utils.fingerprint import legacy_json, library_versions, sha256_text
-from olas_utils.vocabulary import Control
+from olas_utils.vocabulary import Control, MapKey
 
 __all__ = ["ModelPool", "maps_key", "task_maps"]
 
@@ -103,11 +103,41 @@ class ModelPool:
         gc.collect()
 
 
+def _mixing(mixing: Sequence[str]) -> list[str]:
+    """Context-mixing keys as sorted canonical names, each once.
+
+    Raises:
+        ValueError: a key that is not a context-mixing key.
+        TypeError: a single string instead of a collection.
+    """
+    if isinstance(mixing, (str, bytes)):
+        raise TypeError(f"mixing must be a collection of keys, e.g. mixing=({mixing!r},)")
+    out = set()
+    for key in mixing:
+        k = MapKey.parse(key)
+        if not k.mixing:
+            raise ValueError(f"{str(k)!r} is not a context-mixing key ('valuenorm', 'alti', 'globenc', 'alti:2', ...)")
+        out.add(str(k))
+    return sorted(out)
+
+
 def maps_key(
-    weights_id: str, model: str, control: Control | str, seed: int, orders: Sequence[int], rollout: bool
+    weights_id: str,
+    model: str,
+    control: Control | str,
+    seed: int,
+    orders: Sequence[int],
+    rollout: bool,
+    mixing: Sequence[str] = (),
 ) -> str:
     """SHA-256 of everything a sentence's maps depend on besides its words (the weights,
-    control and its seed, orders, rollout and library versions): one shard folder each."""
+    control and its seed, orders, rollout, context-mixing keys and library versions): one
+    shard folder each. ``mixing`` enters the payload only when it is not empty (as sorted
+    canonical names), so every key computed before mixing keys existed is unchanged.
+
+    Raises:
+        ValueError: an unknown control or a ``mixing`` key that is not a context-mixing key.
+    """
     control = _control(control)
     payload = {
         "weights": weights_id,
@@ -118,6 +148,9 @@ def maps_key(
         "rollout": rollout,
         "versions": library_versions(),
     }
+    mixing = _mixing(mixing)
+    if mixing:
+        payload["mixing"] = mixing
     return sha256_text(legacy_json(payload))
 
 
@@ -129,6 +162,7 @@ def task_maps(
     control: Control | str = Control.TRAINED,
     orders: Sequence[int] = (1, 2, 3),
     rollout: bool = True,
+    mixing: Sequence[str] = (),
     batch_size: int = 8,
     cache_dir=None,
     progress: bool = True,
@@ -143,6 +177,10 @@ def task_maps(
         data: a task split (:func:`olas_utils.data.tasks.load_task`).
         control: :attr:`Control.TRAINED` or one of :data:`CONTROLS` (or its identifier).
         orders, rollout: what to extract (see :func:`olas_utils.extract.extract_ola`).
+        mixing: context-mixing keys (``"alti"``, ``"alti:1"``, ``"valuenorm"``, ...) from the same
+            forward pass (``extract_ola(..., mixing=...)``); for the tokenizer-only control, which
+            runs none, each key's uniform counterpart (:func:`olas_utils.extract.uniform_mixing`).
+            Part of the cache key only when not empty.
         batch_size: sentences per forward pass.
         cache_dir: OLAS cache folder (default :func:`olas_utils.settings.cache_dir`); maps go
             to ``<cache>/taskmaps/<model>[+control]-<settings hash>/``.
@@ -155,13 +193,20 @@ def task_maps(
     Warns:
         UserWarning: the cache cannot be written (the maps are still returned) or a cached
             shard is unreadable, damaged or foreign, naming it (its sentences are extracted again).
+
+    Raises:
+        ValueError: a ``mixing`` key that is not a context-mixing key, or one the model cannot
+            give (:func:`olas_utils.mixing_specs.mixing_problem`: leave it out for that model,
+            :func:`olas_utils.studies.depth.mixing_skips`), when its sentences are extracted;
+            ``data`` without sentences.
     """
-    from olas_utils.extract import extract_ola
+    from olas_utils.extract import extract_ola, uniform_mixing
     from olas_utils.settings import cache_dir as default_cache
     from olas_utils.toa.mapshards import DamagedShardError, MapShards, sentence_id
 
     control = _control(control)
-    key = maps_key(pool.weights_id(model), model, control, pool.seed, orders, rollout)
+    mixing = _mixing(mixing)
+    key = maps_key(pool.weights_id(model), model, control, pool.seed, orders, rollout, mixing)
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in model)
     suffix = f"+{control.cache_id}" if control.cache_id else ""
     shards = MapShards(Path(default_cache(cache_dir)) / "taskmaps" / f"{safe}{suffix}-{key[:24]}", key=key)
@@ -175,6 +220,11 @@ def task_maps(
         if todo:
             words = dict(zip(ids, data.words))
             lm = pool.get(model, control)
+            uniform = control is Control.TOKENIZER_ONLY
+            if uniform and mixing:  # a key's uniform counterpart only where the model has the key
+                from olas_utils.mixing_specs import require_mixing
+
+                require_mixing(lm.model, mixing)
             new = extract_ola(
                 lm.model,
                 lm.tokenizer,
@@ -185,8 +235,11 @@ def task_maps(
                 batch_size=batch_size,
                 progress=progress,
                 model_name=lm.name,
-                attention="uniform" if control is Control.TOKENIZER_ONLY else "model",
+                attention="uniform" if uniform else "model",
+                mixing=() if uniform else mixing,
             )
+            if uniform and mixing:  # no forward pass: each mixing key's uniform counterpart
+                new = uniform_mixing(new, mixing)
             try:
                 name = shards.write(new, todo)
             except OSError as e:  # keep the work: use the maps from memory, say why they were not cached

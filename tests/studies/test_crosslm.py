@@ -276,6 +276,7 @@ def test_one_seed_says_its_interval_covers_images_only():
 class _Images:
     def __init__(self, arrays):
         self.arrays = arrays
+        self.keys = list(arrays)
 
     def images(self, key):
         return self.arrays[key]

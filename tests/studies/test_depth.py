@@ -21,6 +21,7 @@ def test_orders_and_keys_follow_the_number_of_layers():
 class _Images:
     def __init__(self, arrays):
         self.arrays = arrays
+        self.keys = list(arrays)
 
     def images(self, key):
         return self.arrays[key]
@@ -89,3 +90,89 @@ def test_syntax_and_transfer_run_with_a_two_layer_model(tmp_path):
     assert list(ola.key) == ["ola:1", "rollout"]
     probes, _ = syntax_study.probe_frame(["splade-tiny"], test, pool, keys=["ola:2", "ola:3"], progress=False)
     assert set(probes[probes.model == "splade-tiny"].key) == {"ola:2"}
+
+
+def test_mixing_keys_a_model_lacks_are_named_with_the_reason(tiny_lm, monkeypatch):
+    from olas_utils import mixing_specs
+    from olas_utils.studies.depth import drop_skipped, mixing_keys, mixing_skips
+
+    llama, bert = tiny_lm("llama").model, tiny_lm("bert").model  # 3 layers each
+    keys = ["ola:1", "rollout", "alti", "globenc", "alti:4", "valuenorm:3", "layer:-1"]
+    assert mixing_keys(keys) == ["alti", "globenc", "alti:4", "valuenorm:3"]
+    skips = mixing_skips(llama, keys)
+    assert set(skips) == {"globenc", "alti:4"}
+    assert "post-LN" in skips["globenc"] and "LlamaAttention" in skips["globenc"]
+    assert skips["alti:4"] == "order 4 multiplies 4 distinct layers and the model has 3"
+    assert mixing_skips(bert, keys) == {"alti:4": "order 4 multiplies 4 distinct layers and the model has 3"}
+    assert mixing_skips(llama, ["ola:1", "rollout"]) == {}
+    with pytest.warns(UserWarning) as seen:
+        kept = drop_skipped("tiny-llama", keys, skips)
+    assert [str(w.message).split(" (")[0] for w in seen] == [
+        "tiny-llama: no 'globenc' maps",
+        "tiny-llama: no 'alti:4' maps",
+    ]
+    assert "post-LN" in str(seen[0].message) and str(seen[1].message).endswith(
+        "that key's comparisons leave tiny-llama out"
+    )
+    assert kept == ["ola:1", "rollout", "alti", "valuenorm:3", "layer:-1"]
+    # an architecture without a MixingSpec: every mixing key, with what to add
+    monkeypatch.setattr(mixing_specs, "MIXING_SPECS", {})
+    none = mixing_skips(bert, ["alti", "valuenorm"])
+    assert set(none) == {"alti", "valuenorm"} and "add a MixingSpec for its attention class" in none["alti"]
+    # depth from the registry: splade-tiny has 2 layers
+    assert keys_for("splade-tiny", ["alti:3", "alti", "alti:2", "ola:3", "valuenorm"]) == [
+        "alti",
+        "alti:2",
+        "valuenorm",
+    ]
+
+
+def test_notebook_02_leaves_a_mixing_key_out_for_the_models_that_lack_it(tmp_path, tiny_lm, monkeypatch):
+    """Two causal models asked for globenc (post-LN only): each is warned about and has no globenc
+    images; alti is extracted for them and their tokenizer-only control, and compared."""
+    import dataclasses
+
+    from olas_utils import zoo
+    from olas_utils.data.corpus import build_chunks
+    from olas_utils.studies import crosslm_report
+
+    base = tiny_lm("llama")
+    made = {n: dataclasses.replace(base, name=n, weights_sha256=n * 64) for n in ("a", "b")}
+    monkeypatch.setattr(zoo, "load_model", lambda name, device=None: made[name])
+    chunks = build_chunks(n_chunks=4)
+    with pytest.warns(UserWarning, match="no 'globenc' maps") as seen:
+        images = crosslm.extract_images(
+            ["a", "b"],
+            chunks,
+            orders=[1],
+            baselines=["rollout", "alti", "globenc"],
+            protocols=["paper"],
+            controls=["uniform"],
+            batch_size=4,
+            cache_dir=tmp_path,
+            progress=False,
+        )
+    assert sorted(str(w.message).split(":")[0] for w in seen if "globenc" in str(w.message)) == ["a", "b"]
+    assert images.keys == ["ola:1", "rollout", "alti", "globenc"]
+    assert images.model_keys == {m: ["ola:1", "rollout", "alti"] for m in ("a", "b")}
+    for control in ("none", "uniform"):
+        assert images.caches[(control, "paper")]["a"].keys == ["ola:1", "rollout", "alti"]
+    items = crosslm.retrieval_items(images, progress=False)
+    assert set(items.key) == {"ola:1", "rollout", "alti"} and set(items.control) == {"none", "uniform"}
+    verdict = crosslm_report.verdict_frame(items)
+    assert "alti" in set(verdict.key)
+
+
+def test_at_word_level_a_product_of_many_causal_layers_is_skipped(tiny_lm, monkeypatch):
+    from olas_utils import uniform
+    from olas_utils.studies.depth import mixing_skips
+
+    llama, bert = tiny_lm("llama").model, tiny_lm("bert").model
+    keys = ["alti", "alti:1", "valuenorm"]
+    assert mixing_skips(llama, keys, level="word") == {}  # 3 layers: within MAX_NEUTRAL_PRODUCT
+    monkeypatch.setattr(uniform, "MAX_NEUTRAL_PRODUCT", 2)
+    skips = mixing_skips(llama, keys, level="word")
+    assert list(skips) == ["alti"] and "neutral word pooling" in skips["alti"]
+    assert mixing_skips(llama, keys) == {} and mixing_skips(bert, keys + ["globenc"], level="word") == {}
+    with pytest.raises(ValueError, match="level"):
+        mixing_skips(llama, keys, level="token")

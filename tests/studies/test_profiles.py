@@ -40,10 +40,22 @@ def test_profile_keys_parse_and_controls_are_model_copies():
         for p in module.PROFILES.values():
             assert [str(MapKey.parse(k)) for k in p.keys] == list(p.keys)
     for p in crosslm.PROFILES.values():
-        assert all(MapKey.parse(k).method in ("rollout", "layer") for k in p.baselines)
+        assert all(MapKey.parse(k).method in ("rollout", "layer") or MapKey.parse(k).mixing for k in p.baselines)
+        assert [str(MapKey.parse(k)) for k in p.baselines] == list(p.baselines)
         for c in p.controls + p.classifier.controls:
             assert isinstance(c, Control) and c in CONTROLS
         assert [str(MapKey.parse(k)) for k in p.classifier.keys] == list(p.classifier.keys)
+
+
+def test_context_mixing_keys_are_in_the_paper_and_smoke_profiles_only():
+    """ALTI and value-norm cost about 2.6x the OLA extraction: not in the quick profiles' budget."""
+    mixing = lambda keys: [k for k in keys if MapKey.parse(k).mixing]  # noqa: E731
+    assert mixing(crosslm.PROFILES["paper"].baselines) == ["alti", "valuenorm", "alti:1"]
+    assert {"alti", "alti:1"} <= set(crosslm.PROFILES["paper"].classifier.keys)
+    assert mixing(crosslm.PROFILES["smoke"].baselines) == ["alti"]
+    assert mixing(syntax.PROFILES["paper"].keys) == ["alti:1"] and mixing(syntax.PROFILES["smoke"].keys) == ["alti"]
+    assert not mixing(crosslm.PROFILES["quick"].baselines) and not mixing(syntax.PROFILES["quick"].keys)
+    assert not any(mixing(p.keys) for p in transfer.PROFILES.values())
 
 
 def test_notebooks_03_and_04_share_the_quick_adapters():

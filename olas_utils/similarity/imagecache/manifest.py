@@ -8,8 +8,10 @@ field-by-field difference of two manifests (:class:`CacheMismatchError`).
 
 ``manifest.json`` holds: ``format``, ``model``, ``weights_sha256`` (the zoo's pinned hash,
 else a SHA-256 of the state dict), ``attention``, ``is_causal``, ``num_layers``,
-``model_dtype``, ``orders``, ``keys``, ``protocol``, ``level``, ``preprocessing``,
-``resize``, ``image_size``, ``dtype``, ``n_chunks``, ``corpus_sha256``
+``model_dtype``, ``orders``, ``keys`` (the stored maps: OLA orders, then the baselines,
+context-mixing keys included; a word-level protocol leaves out the keys whose neutral pooling
+means nothing on the model, :func:`olas_utils.uniform.neutral_problem`), ``protocol``,
+``level``, ``preprocessing``, ``resize``, ``image_size``, ``dtype``, ``n_chunks``, ``corpus_sha256``
 (:func:`olas_utils.data.corpus.corpus_hash`), ``seed``, ``batch_size``, ``plan_sha256``,
 ``tokenizer`` (``name_or_path`` — the folder name for local folders —, ``class``,
 ``vocab_size``, ``vocab_sha256``, ``special_tokens_added``, ``padding_side``,

@@ -9,7 +9,7 @@ Importing this module does no work.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -22,7 +22,7 @@ from olas_utils.similarity.imagecache.manifest import (
 )
 from olas_utils.similarity.imagecache.shards import shard_root
 from olas_utils.similarity.images import PROTOCOLS
-from olas_utils.vocabulary import DEFAULT_BASELINES, MapKey
+from olas_utils.vocabulary import DEFAULT_BASELINES, KEY_METHODS, MapKey
 
 __all__ = [
     "Target",
@@ -36,28 +36,36 @@ __all__ = [
 ]
 
 
-def validate_keys(orders: Iterable[int], baselines: Iterable[str]) -> tuple[list[int], bool, list[int], list[str]]:
+def validate_keys(
+    orders: Iterable[int], baselines: Iterable[str]
+) -> tuple[list[int], bool, list[int], list[str], list[str]]:
     """Validate orders and baselines.
 
     Args:
         orders: OLA orders, stored as ``"ola:k"``.
-        baselines: ``"rollout"`` and/or ``"layer:i"``.
+        baselines: ``"rollout"``, ``"layer:i"`` and/or context-mixing keys (``"valuenorm"``,
+            ``"alti"``, ``"globenc"``, each also with an order, ``"alti:1"``; methods with
+            :attr:`olas_utils.vocabulary.KeyMethod.mixing`), stored in the given order.
 
     Returns:
-        ``(orders, rollout, layers, keys)``: the orders as ints, whether rollout is asked
-        for, the layer indices, and the keys in storage order (orders, then baselines).
+        ``(orders, rollout, layers, mixing, keys)``: the orders as ints, whether rollout is
+        asked for, the layer indices, the mixing keys (canonical names, as
+        :func:`olas_utils.extract.extract_ola` stores them) and the keys in storage order
+        (orders, then baselines). Without mixing keys, ``keys`` is exactly what it was before
+        they were accepted, so existing caches keep their manifests and folders.
 
     Raises:
-        ValueError: duplicates, an unknown baseline, or nothing to extract.
+        ValueError: duplicates, an unknown baseline (the message lists what is accepted), or
+            nothing to extract.
     """
     orders = [int(k) for k in orders]
     if len(set(orders)) != len(orders):
         raise ValueError(f"orders has duplicates: {orders}")
-    rollout, layers = False, []
+    rollout, layers, mixing = False, [], []
     base = list(baselines)
     if len(set(base)) != len(base):
         raise ValueError(f"baselines has duplicates: {base}")
-    for b in base:
+    for n, b in enumerate(base):
         try:
             key = MapKey.parse(b)
         except ValueError:
@@ -66,12 +74,21 @@ def validate_keys(orders: Iterable[int], baselines: Iterable[str]) -> tuple[list
             rollout = True
         elif key is not None and key.method == "layer":  # the index is checked against the model by parse_key
             layers.append(key.index)
+        elif key is not None and key.mixing:  # the order and the architecture are checked by plan_targets
+            base[n] = str(key)
+            mixing.append(str(key))
         else:
-            raise ValueError(f"unknown baseline {b!r}: use 'rollout' or 'layer:I' (OLA orders go in orders=)")
+            raise ValueError(
+                f"unknown baseline {b!r}: use 'rollout', 'layer:I' or a context-mixing key "
+                f"({', '.join(repr(m) for m, spec in KEY_METHODS.items() if spec.mixing)}, each also as "
+                "'<method>:K'); OLA orders go in orders="
+            )
+    if len(set(base)) != len(base):
+        raise ValueError(f"baselines has duplicates: {base}")
     keys = [str(MapKey.ola(k)) for k in orders] + list(base)
     if not keys:
         raise ValueError("nothing to extract: orders and baselines are both empty")
-    return orders, rollout, layers, keys
+    return orders, rollout, layers, mixing, keys
 
 
 def batch_plan(tokenizer, model, chunks: Sequence[Sequence[str]], batch_size: int) -> list[list[int]]:
@@ -93,12 +110,18 @@ class Target:
         root: the folder (a shard's for a sharded run).
         manifest: what the folder's ``manifest.json`` must hold.
         plan: the batches this folder computes (a shard's share for a sharded run).
+        keys: the keys this folder stores (``manifest["keys"]``): the run's keys, less, for a
+            word-level protocol, those whose neutral pooling means nothing on the model
+            (:func:`olas_utils.uniform.neutral_problem`).
+        dropped: ``{key: why}`` of the run's keys this folder leaves out.
     """
 
     protocol: str
     root: Path
     manifest: dict
     plan: list[list[int]]
+    keys: list[str] = field(default_factory=list)
+    dropped: dict[str, str] = field(default_factory=dict)
 
 
 def check_settings(image_size, batch_size, chunks) -> list[list[str]]:
@@ -131,7 +154,20 @@ def loaded_model(model_name_or_loaded, device):
 
 
 def plan_targets(
-    lm, chunks, protocols, *, orders, layers, keys, image_size, batch_size, seed, cache_dir, cache_root=None, shard=None
+    lm,
+    chunks,
+    protocols,
+    *,
+    orders,
+    layers,
+    keys,
+    image_size,
+    batch_size,
+    seed,
+    cache_dir,
+    cache_root=None,
+    shard=None,
+    mixing=(),
 ) -> list[Target]:
     """Manifest, folder and batch plan of each protocol's cache (nothing is written).
 
@@ -139,22 +175,31 @@ def plan_targets(
         lm: the model (:func:`loaded_model`) or a control identity stand-in.
         chunks: the corpus (:func:`check_settings`).
         protocols: some of :data:`~olas_utils.similarity.images.PROTOCOLS`.
-        orders, layers, keys: from :func:`validate_keys`.
+        orders, layers, keys, mixing: from :func:`validate_keys` (the mixing keys are part of
+            ``keys``, and so of the manifest: a cache with them is another folder).
         image_size, batch_size, seed: the settings.
         cache_dir: the OLAS cache folder for default folders (:func:`default_cache_root`).
         cache_root: one folder instead of the default.
         shard: ``(index, count)``: this process's share of the batches, in its shard folder.
 
     Returns:
-        One :class:`Target` per protocol, in the given order.
+        One :class:`Target` per protocol, in the given order. A word-level protocol leaves out
+        the keys whose neutral pooling means nothing on the model (``"alti"`` / ``"globenc"``
+        of a causal model with more than :data:`olas_utils.uniform.MAX_NEUTRAL_PRODUCT` layers:
+        :func:`olas_utils.uniform.neutral_problem`; :attr:`Target.dropped` says why), and its
+        manifest's ``keys`` are those it stores.
 
     Raises:
-        ValueError: unknown or duplicate protocols, an order or layer outside the model, or
-            a shard index outside ``0..count-1``.
+        ValueError: unknown or duplicate protocols, an order or layer outside the model, a
+            mixing key the model cannot give (an order above its layers, or
+            :func:`olas_utils.mixing_specs.require_mixing`; a tokenizer-only control too: its
+            maps of a key are defined where the model has the key), or a shard index outside
+            ``0..count-1``.
         RuntimeError: the model is in training mode.
     """
     from olas_utils.architecture import num_attention_layers
     from olas_utils.extract import parse_key
+    from olas_utils.mixing_specs import require_mixing
     from olas_utils.ola import check_orders
 
     bad = [p for p in protocols if p not in PROTOCOLS]
@@ -169,6 +214,9 @@ def plan_targets(
     check_orders(orders, n_layers)
     for i in layers:
         parse_key(str(MapKey.layer(i)), n_layers)
+    for key in mixing:  # refused before anything is written
+        parse_key(key, n_layers)
+    require_mixing(model, mixing)
     plan = batch_plan(tokenizer, model, chunks, batch_size)
     common = run_manifest(
         lm,
@@ -184,6 +232,10 @@ def plan_targets(
     out = []
     for protocol in protocols:
         manifest = protocol_manifest(common, protocol)
+        dropped = _not_neutral(keys, common["is_causal"], n_layers) if PROTOCOLS[protocol] == "word" else {}
+        mine = [k for k in keys if k not in dropped]
+        if dropped:  # only then (the OLA orders always stay): every other manifest is the one it always was
+            manifest["keys"] = mine
         root = Path(cache_root).expanduser() if cache_root is not None else default_cache_root(manifest, cache_dir)
         p = plan
         if shard is not None and shard[1] > 1:
@@ -193,8 +245,16 @@ def plan_targets(
             root = shard_root(root, index, count)
             manifest["shard"] = [index, count]
             p = [batch for b, batch in enumerate(plan) if b % count == index]
-        out.append(Target(protocol, root, manifest, p))
+        out.append(Target(protocol, root, manifest, p, mine, dropped))
     return out
+
+
+def _not_neutral(keys: Sequence[str], causal: bool, num_layers: int) -> dict[str, str]:
+    """``{key: why}`` for the keys whose neutral word pooling means nothing on such a model."""
+    from olas_utils.uniform import neutral_problem
+
+    out = {k: neutral_problem(k, causal=causal, num_layers=num_layers) for k in keys}
+    return {k: why for k, why in out.items() if why is not None}
 
 
 def is_complete(target: Target) -> bool:
@@ -238,7 +298,7 @@ def cache_complete(
             for bad settings.
     """
     chunks = check_settings(image_size, batch_size, chunks)
-    orders, _, layers, keys = validate_keys(orders, baselines)
+    orders, _, layers, mixing, keys = validate_keys(orders, baselines)
     targets = plan_targets(
         loaded,
         chunks,
@@ -246,6 +306,7 @@ def cache_complete(
         orders=orders,
         layers=layers,
         keys=keys,
+        mixing=mixing,
         image_size=image_size,
         batch_size=batch_size,
         seed=seed,

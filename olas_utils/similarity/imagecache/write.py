@@ -30,9 +30,11 @@ Importing this module does no work.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -105,7 +107,18 @@ def extract_protocols(
         chunks: the corpus, lists of words (e.g. :func:`olas_utils.data.corpus.build_chunks`).
         protocols: some of ``"released"``, ``"paper"``, ``"word"``.
         orders: OLA orders, stored as ``"ola:k"``.
-        baselines: ``"rollout"`` and/or ``"layer:i"`` (0-based, -1 = last).
+        baselines: ``"rollout"``, ``"layer:i"`` (0-based, -1 = last) and/or context-mixing
+            keys (``"valuenorm"``, ``"alti"``, ``"globenc"``, each also with an order:
+            ``"alti:1"``), computed in the same forward pass
+            (``extract_ola(..., mixing=...)``). They are part of the manifest's ``keys``, so a
+            cache with them never shares a folder with one without; asking none leaves every
+            existing manifest and image as it was. A tokenizer-only control (no forward pass)
+            stores each mixing key's uniform counterpart (:func:`olas_utils.extract.uniform_mixing`).
+            A word-level protocol (``"word"``) leaves out the keys whose neutral pooling means
+            nothing on the model (``"alti"`` / ``"globenc"`` of a causal model with more than
+            :data:`olas_utils.uniform.MAX_NEUTRAL_PRODUCT` layers,
+            :func:`olas_utils.uniform.neutral_problem`), with a warning; its cache's ``keys`` say
+            what it holds.
         image_size: S, images are S × S.
         batch_size: sentences per forward pass (part of the settings: it fixes the batches,
             and so the exact float results).
@@ -128,6 +141,10 @@ def extract_protocols(
     Returns:
         ``{protocol: CachedImages}`` of the complete caches.
 
+    Warns:
+        UserWarning: a key left out of a word-level protocol's cache (see ``baselines``), naming
+            the model, protocol, key and why.
+
     Raises:
         CacheMismatchError: a folder holds a cache made with other settings (the message
             names each differing field, both values, and the fixes: another folder or
@@ -139,8 +156,12 @@ def extract_protocols(
             ``overwrite=True`` rebuilds. Complete, intact caches in a folder that cannot be
             written (read-only filesystem) are reused as they are.
         FileExistsError: a folder holds files that are not an OLAS cache.
-        ValueError: unknown or duplicate protocols, an unknown baseline, bad sizes, an empty
-            corpus, ``cache_root`` with several protocols, or a chunk too long for the model.
+        ValueError: unknown or duplicate protocols, an unknown baseline, a mixing key the model
+            cannot give (an architecture without a
+            :data:`~olas_utils.mixing_specs.MIXING_SPECS` entry, ``"globenc"`` on a model that
+            is not post-LN, an order above its layers; refused before anything is written), bad
+            sizes, an empty corpus, ``cache_root`` with several protocols, or a chunk too long
+            for the model.
         OSError: (same type and errno) on a failed write — permission, disk full — naming
             the path.
     """
@@ -148,7 +169,7 @@ def extract_protocols(
     if cache_root is not None and len(protocols) != 1:
         raise ValueError("cache_root names one folder: give exactly one protocol with it (or use cache_dir)")
     chunks = check_settings(image_size, batch_size, chunks)
-    orders, rollout, layers, keys = validate_keys(orders, baselines)
+    orders, rollout, layers, mixing, keys = validate_keys(orders, baselines)
     lm = loaded_model(model_name_or_loaded, device)
     targets = plan_targets(
         lm,
@@ -157,6 +178,7 @@ def extract_protocols(
         orders=orders,
         layers=layers,
         keys=keys,
+        mixing=mixing,
         image_size=image_size,
         batch_size=batch_size,
         seed=seed,
@@ -164,6 +186,9 @@ def extract_protocols(
         cache_root=cache_root,
         shard=shard,
     )
+    for t in targets:
+        for key, why in t.dropped.items():
+            warnings.warn(f"{lm.name}: no {t.protocol!r} images of {key!r}: {why}", UserWarning, stacklevel=2)
     try:
         with contextlib.ExitStack() as stack:
             states = {}
@@ -171,7 +196,7 @@ def extract_protocols(
                 with io_errors(t.root, "create the cache folder"):
                     t.root.mkdir(parents=True, exist_ok=True)
                 stack.enter_context(locked(t.root))
-                _prepare_folder(t.root, t.manifest, t.plan, keys, image_size, overwrite)
+                _prepare_folder(t.root, t.manifest, t.plan, t.keys, image_size, overwrite)
                 states[t.protocol] = read_json(t.root / PROGRESS)
             todo = [t for t in targets if int(states[t.protocol]["batches_done"]) < len(t.plan)]
             if todo:
@@ -184,6 +209,7 @@ def extract_protocols(
                     orders=orders,
                     rollout=rollout,
                     layers=layers,
+                    mixing=mixing,
                     image_size=image_size,
                     progress=progress,
                     on_batch=on_batch,
@@ -289,13 +315,26 @@ def extract_to_cache(
 
 
 def _run(
-    targets: list[Target], states: dict, lm, chunks, *, keys, orders, rollout, layers, image_size, progress, on_batch
+    targets: list[Target],
+    states: dict,
+    lm,
+    chunks,
+    *,
+    keys,
+    orders,
+    rollout,
+    layers,
+    mixing,
+    image_size,
+    progress,
+    on_batch,
 ) -> None:
     from tqdm.auto import tqdm
 
-    from olas_utils.extract import extract_ola
+    from olas_utils.extract import extract_ola, uniform_mixing
 
     plan = targets[0].plan  # the same batches for every protocol
+    word_keys = [k for k in keys if any(k in t.keys for t in targets if PROTOCOLS[t.protocol] == "word")]
     n_batches = len(plan)
     done = {t.protocol: int(states[t.protocol]["batches_done"]) for t in targets}
     start = min(done.values())
@@ -306,7 +345,7 @@ def _run(
     try:
         for t in targets:
             mms[t.protocol] = {}
-            for key in keys:
+            for key in t.keys:
                 path = t.root / key_filename(key)
                 with io_errors(path, "open"):
                     mms[t.protocol][key] = np.lib.format.open_memmap(path, mode="r+")
@@ -331,23 +370,31 @@ def _run(
                     progress=False,
                     model_name=str(lm.name),
                     attention=attention,
+                    mixing=() if attention == "uniform" else mixing,
                 )
+                if mixing and attention == "uniform":  # no forward pass: the keys' uniform counterparts
+                    res = uniform_mixing(res, mixing)
                 words = None
                 for t in targets:
                     if b < done[t.protocol]:
                         continue
-                    if PROTOCOLS[t.protocol] == "word":
-                        words = words if words is not None else res.to_words()
+                    if PROTOCOLS[t.protocol] == "word":  # pooled once, the keys word caches store only
+                        words = words if words is not None else _pooled(res, word_keys)
                         maps = words
                     else:
                         maps = res
-                    _commit(t, b, idx, maps, mms[t.protocol], lengths[t.protocol], keys, image_size, states, dev)
+                    _commit(t, b, idx, maps, mms[t.protocol], lengths[t.protocol], t.keys, image_size, states, dev)
                 bar.update(1)
                 if on_batch is not None:
                     on_batch(b + 1, n_batches)
     finally:
         mms.clear()
         lengths.clear()
+
+
+def _pooled(res, keys: list[str]):
+    """``res`` with only ``keys``, pooled to words (neutral pooling)."""
+    return dataclasses.replace(res, maps={k: res.maps[k] for k in keys}).to_words()
 
 
 def _commit(t: Target, b, idx, maps, mms, lengths, keys, image_size, states, dev) -> None:
