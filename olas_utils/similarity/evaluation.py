@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from olas_utils.similarity.inputs import as_images, standardize
+from olas_utils.similarity.logistic import LogisticResult
 from olas_utils.similarity.result import ClassifierResult
 
 __all__ = [
@@ -122,7 +123,8 @@ def predict_logits(
     """Class scores of clean (never augmented) images.
 
     Args:
-        result: a trained classifier.
+        result: a trained classifier: a :class:`~olas_utils.similarity.result.ClassifierResult` or a
+            :class:`~olas_utils.similarity.logistic.LogisticResult` (its decision scores).
         images: ``(n, C, S, S)`` or ``(n, S, S)``, the training C and S.
         device: where to run; default :func:`olas_utils.settings.resolve_device`.
         batch_size: images per forward pass.
@@ -137,6 +139,8 @@ def predict_logits(
     from olas_utils.settings import resolve_device
 
     x = _check_eval_images(result, images)
+    if isinstance(result, LogisticResult):  # a linear model on pooled features: no network, no device
+        return result.logits(x)
     dev = resolve_device(device)
     net = result.build_model(dev)
     return batched_logits(net, x, dev, batch_size)

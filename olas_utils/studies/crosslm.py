@@ -28,6 +28,7 @@ __all__ = [
     "PROFILES",
     "RETRIEVAL_ITEM_COLUMNS",
     "CLASSIFIER_ITEM_COLUMNS",
+    "CLASSIFIER_DESIGNS",
     "ImageSet",
     "extract_images",
     "retrieval_items",
@@ -52,6 +53,10 @@ RETRIEVAL_ITEM_COLUMNS = ("family", "control", "protocol", "key", "metric", "tar
 #: Columns of the classifier's items (:func:`classifier_frame`): one row per test image of
 #: the unseen target and seed; ``rank`` is the true chunk's 0-based rank among the classes.
 CLASSIFIER_ITEM_COLUMNS = ("family", "control", "target", "key", "protocol", "seed", "chunk", "rank")
+
+#: Visual-classifier designs of :func:`classifier_frame` (``benchmarks/classifier_designs.py`` compares
+#: them, and more, on held-out-source accuracy).
+CLASSIFIER_DESIGNS = ("resnet18", "logistic")
 
 #: Notebook 02 sizes per profile (``models=None``: the default zoo). Every control runs on
 #: every protocol; the uniform control costs no forward pass, and each model (and control
@@ -336,8 +341,10 @@ def classifier_frame(
     controls: Sequence[Control | str] = (),
     seeds: Sequence[int] = (0,),
     progress: bool = True,
+    design: str = "resnet18",
+    min_epochs: int = 1,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The visual classifier: for each family and each target model, a ResNet-18 trained on
+    """The visual classifier: for each family and each target model, a classifier (``design``) trained on
     the other models of the family (the sources) is tested on the unseen target, one map key
     (one channel) at a time — for the trained models and for each control (trained and
     tested on that control's images), once per seed. A key is skipped for a target that
@@ -358,6 +365,13 @@ def classifier_frame(
             Control.RANDOM_WEIGHTS]``, or their identifiers).
         seeds: training seeds; every network is trained once per seed (the same seeds for
             the trained models and the controls, so their margins pair by seed).
+        design: one of :data:`CLASSIFIER_DESIGNS`: ``"resnet18"`` (the paper's network,
+            :func:`olas_utils.similarity.classifier.train_classifier`) or ``"logistic"``
+            (:func:`olas_utils.similarity.logistic.train_logistic`: regularisation chosen on the
+            held-out source the way the epoch is; its fit is deterministic, so seeds only change
+            a single source's augmented selection copy; ``epochs``, ``patience`` and
+            ``min_epochs`` do not apply, and the epoch columns hold lbfgs iterations).
+        min_epochs: ResNet-18 only: never stop before this many epochs.
 
     Returns:
         ``(runs, items)``. ``runs``: one row per (family, control, target, key, seed) with
@@ -366,7 +380,9 @@ def classifier_frame(
         heldout_top1`` (the held-out source at the chosen epoch), ``top1, top5`` (the
         unseen target), ``n, chance, max_epochs, epochs_run, chosen_epoch, capped`` (the
         epoch cap stopped it while the held-out accuracy was still at its best: a lower
-        bound), ``selection`` and ``curve`` (held-out accuracy per epoch, ``;``-joined).
+        bound; for the logistic design lbfgs iterations, its cap and whether it reached it),
+        ``design``, ``chosen`` (``"epoch 8"``, ``"C=0.1"``), ``selection`` and ``curve`` (held-out
+        accuracy per epoch, or per ``C`` tried, ``;``-joined).
         ``items``: :data:`CLASSIFIER_ITEM_COLUMNS`, the rank of every target image's true
         chunk per seed (``top1``/``top5`` are its fractions below 1 and 5).
 
@@ -375,10 +391,13 @@ def classifier_frame(
     """
     from olas_utils.similarity.classifier import train_classifier
     from olas_utils.similarity.evaluation import evaluate, predict_ranks
+    from olas_utils.similarity.logistic import train_logistic
 
     seeds = [int(s) for s in seeds]
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be one or more different integers, got {seeds}")
+    if design not in CLASSIFIER_DESIGNS:
+        raise ValueError(f"design must be one of {CLASSIFIER_DESIGNS}, got {design!r}")
     rows = []
     cols: dict[str, list] = {c: [] for c in CLASSIFIER_ITEM_COLUMNS}
     for control in [Control.TRAINED.ident, *(Control.parse(c).ident for c in controls)]:
@@ -394,19 +413,30 @@ def classifier_frame(
                         continue  # the target (or every source) is shallower than this order
                     imgs = images.images(control, protocol, key, have)
                     for seed in seeds:
-                        res = train_classifier(
-                            {m: imgs[m] for m in sources},
-                            epochs=epochs,
-                            seed=seed,
-                            refit=refit and len(sources) >= 2,
-                            patience=patience,
-                            progress=progress,
-                        )
+                        if design == "logistic":
+                            res = train_logistic(
+                                {m: imgs[m] for m in sources}, seed=seed, refit=refit and len(sources) >= 2
+                            )
+                            cap, run, chosen, capped = res.max_iter, res.n_iter, res.n_iter, res.capped
+                            label = f"C={res.c:g}"
+                            held_top1 = res.selection_top1[res.chosen_index - 1]
+                        else:
+                            res = train_classifier(
+                                {m: imgs[m] for m in sources},
+                                epochs=epochs,
+                                seed=seed,
+                                refit=refit and len(sources) >= 2,
+                                patience=patience,
+                                min_epochs=min_epochs if patience is not None else 1,
+                                progress=progress,
+                            )
+                            cap, run, chosen = epochs, len(res.train_loss), res.chosen_epoch
+                            capped, label = bool(run == epochs and chosen == run), f"epoch {chosen}"
+                            held_top1 = res.selection_top1[chosen - 1] if res.selection_top1 else float("nan")
                         src = float(np.mean([evaluate(res, imgs[m]).top1 for m in res.train_models]))
                         ranks = predict_ranks(res, imgs[target])
                         n = int(ranks.shape[0])
                         held = res.selection.split(":", 1)[1] if res.selection.startswith("source:") else res.selection
-                        run = len(res.train_loss)
                         rows.append(
                             {
                                 "family": family,
@@ -418,17 +448,17 @@ def classifier_frame(
                                 "seed": seed,
                                 "source_top1": src,
                                 "heldout_source": held,
-                                "heldout_top1": res.selection_top1[res.chosen_epoch - 1]
-                                if res.selection_top1
-                                else float("nan"),
+                                "heldout_top1": held_top1,
                                 "top1": float((ranks < 1).mean()),
                                 "top5": float((ranks < 5).mean()),
                                 "n": n,
                                 "chance": 1.0 / n,
-                                "max_epochs": epochs,
+                                "max_epochs": cap,
                                 "epochs_run": run,
-                                "chosen_epoch": res.chosen_epoch,
-                                "capped": bool(run == epochs and res.chosen_epoch == run),
+                                "chosen_epoch": chosen,
+                                "capped": capped,
+                                "design": design,
+                                "chosen": label,
                                 "selection": res.selection,
                                 "curve": ";".join(f"{v:.3f}" for v in res.selection_top1),
                             }

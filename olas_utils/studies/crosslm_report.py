@@ -437,8 +437,13 @@ def _classifier_lines(classifier: pd.DataFrame, cverdict: pd.DataFrame | None) -
                     f"- **Classifier, {family}, {key_label(key)}, target {r['target']}:** unseen-model top-1 "
                     f"{_ci(r['top1'], r['top1 low'], r['top1 high'])} ({spread}); {int(r['n'])} classes (chance "
                     f"{_pct(r['chance'])}); held-out source {_pct(r['heldout_top1'])}, training sources "
-                    f"{_pct(r['source_top1'])}; chosen epochs {r['chosen_epochs']} of at most {int(r['max_epochs'])} "
-                    f"(run: {r['epochs_run']})."
+                    f"{_pct(r['source_top1'])}; "
+                    + (
+                        f"logistic regression, C chosen on the held-out source: {r['chosen']}; lbfgs iterations "
+                        f"{r['epochs_run']} of at most {int(r['max_epochs'])}."
+                        if r.get("design") == "logistic"
+                        else f"chosen epochs {r['chosen_epochs']} of at most {int(r['max_epochs'])} (run: {r['epochs_run']})."
+                    )
                 )
                 if cverdict is not None and len(cverdict):
                     cv = cverdict[
@@ -458,9 +463,12 @@ def _classifier_lines(classifier: pd.DataFrame, cverdict: pd.DataFrame | None) -
                 lines.append(line)
                 if int(r["capped"]):
                     lines.append(
-                        f"  - Stopped by the epoch cap ({int(r['max_epochs'])}) while the held-out accuracy was at its "
-                        f"best on {int(r['capped'])} of {seeds} seed(s): early stopping did not trigger, so this is a "
-                        f"lower bound of what the classifier can reach."
+                        f"  - lbfgs stopped at its iteration cap ({int(r['max_epochs'])}) on {int(r['capped'])} of "
+                        f"{seeds} seed(s), not by convergence: a lower bound of what the classifier can reach."
+                        if r.get("design") == "logistic"
+                        else f"  - Stopped by the epoch cap ({int(r['max_epochs'])}) while the held-out accuracy was at "
+                        f"its best on {int(r['capped'])} of {seeds} seed(s): early stopping did not trigger, so this is "
+                        f"a lower bound of what the classifier can reach."
                     )
                 if key == "ola:1" and r["heldout_top1"] < 5 * r["chance"]:
                     lines.append(

@@ -280,8 +280,10 @@ def classifier_summary(runs: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
         interval; ``resampled`` names the axes: ``"seeds × images"``, or ``"images (1
         seed)"``), ``top1 sd`` (spread over seeds, NaN for one seed), ``top5`` with its
         interval, ``chance``, ``heldout_top1`` and ``source_top1`` (means over seeds),
-        ``max_epochs``, ``chosen_epochs`` and ``epochs_run`` (per seed, ``;``-joined) and
-        ``capped`` (seeds stopped by the epoch cap while still at their best).
+        ``design`` and ``chosen`` (what selection chose per seed: ``"epoch 8"``, ``"C=0.1"``),
+        ``max_epochs``, ``chosen_epochs`` and ``epochs_run`` (per seed, ``;``-joined; lbfgs iterations
+        for the logistic design) and ``capped`` (seeds stopped by the epoch or iteration cap while
+        still at their best).
     """
     rows = []
     for names, g in _groups(items, _CLASSIFIER_GROUP):
@@ -309,6 +311,8 @@ def classifier_summary(runs: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
                 "chance": 1.0 / hits1.shape[1],
                 "heldout_top1": float(r["heldout_top1"].mean()),
                 "source_top1": float(r["source_top1"].mean()),
+                "design": str(r["design"].iloc[0]) if "design" in r else "resnet18",
+                "chosen": ";".join(map(str, r["chosen"])) if "chosen" in r else "",
                 "max_epochs": int(r["max_epochs"].iloc[0]),
                 "chosen_epochs": ";".join(str(int(v)) for v in r["chosen_epoch"]),
                 "epochs_run": ";".join(str(int(v)) for v in r["epochs_run"]),

@@ -50,6 +50,10 @@ class ClassifierSettings:
             the trained models' and each control's — is trained once per seed, and the
             accuracy's interval resamples seeds as well as test images. With one seed the
             interval covers the test images only (the tables say so).
+        design: ``"resnet18"`` (the paper's) or ``"logistic"``
+            (:data:`olas_utils.studies.crosslm.CLASSIFIER_DESIGNS`; chosen on held-out-source
+            accuracy by ``benchmarks/classifier_designs.py``).
+        min_epochs: ResNet-18: epochs always run before early stopping may end training.
     """
 
     keys: tuple[str, ...]
@@ -60,6 +64,8 @@ class ClassifierSettings:
     targets: str
     refit: bool
     seeds: tuple[int, ...] = (0,)
+    design: str = "resnet18"
+    min_epochs: int = 1
 
 
 @dataclass(frozen=True)

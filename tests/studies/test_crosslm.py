@@ -302,3 +302,37 @@ def test_classifier_items_reduce_to_its_accuracy():
         )
     with pytest.raises(ValueError, match="seeds"):
         crosslm.classifier_frame(s, keys=["ola:1"], epochs=1, seeds=(0, 0), progress=False)
+
+
+def test_logistic_classifier_frame_reads_chunks_back_from_images_of_unseen_models():
+    """The logistic design in notebook 02's classifier frame: three 'models' that see the same 6 chunks with
+    small noise → the unseen target's chunks are recovered; its columns say what was chosen; the uniform
+    control (a constant image for every chunk) cannot tell chunks apart."""
+    rng = np.random.default_rng(0)
+    base = rng.random((6, 16, 16)).astype(np.float32)
+    flat = np.ones((6, 16, 16), np.float32) + 1e-3 * rng.random((6, 16, 16)).astype(np.float32)
+    caches = {
+        ("none", "paper"): {
+            m: _Images({"ola:1": base + 0.05 * rng.random(base.shape).astype(np.float32)}) for m in "xyz"
+        },
+        ("uniform", "paper"): {m: _Images({"ola:1": flat}) for m in "xyz"},
+    }
+    s = crosslm.ImageSet(caches=caches, families={m: "causal" for m in "xyz"}, keys=["ola:1"])
+    runs, it = crosslm.classifier_frame(
+        s,
+        keys=["ola:1"],
+        epochs=1,
+        targets="last",
+        refit=False,
+        controls=["uniform"],
+        design="logistic",
+        progress=False,
+    )
+    trained = runs[runs.control == "none"].iloc[0]
+    assert trained["design"] == "logistic" and trained["chosen"].startswith("C=") and trained["heldout_source"] == "y"
+    assert trained["top1"] == 1.0 and trained["heldout_top1"] == 1.0 and not trained["capped"]
+    assert trained["epochs_run"] < trained["max_epochs"] == 1000
+    clf = crosslm_stats.classifier_summary(runs, it)
+    assert set(clf.design) == {"logistic"} and clf[clf.control == "none"].iloc[0]["chosen"].startswith("C=")
+    with pytest.raises(ValueError, match="design"):
+        crosslm.classifier_frame(s, keys=["ola:1"], epochs=1, design="svm", progress=False)

@@ -1,0 +1,216 @@
+"""A linear visual classifier: multinomial logistic regression on downsampled OLA images, the
+design notebook 02's quick profile uses (chosen on held-out-source accuracy in
+``benchmarks/classifier_designs.py``, never on the target's).
+
+Each image ``(C, S, S)`` is average-pooled to ``(C, P, P)`` (``P`` = ``pool_size``,
+``torch.nn.functional.adaptive_avg_pool2d``), standardised per image and channel
+(:func:`olas_utils.similarity.inputs.standardize`) and flattened; scikit-learn's
+``LogisticRegression`` (lbfgs, multinomial, L2 penalty of strength ``1 / C``) is fitted on the
+source models' features, one class per chunk. The regularisation ``C`` is the one model-selection
+choice, made like the ResNet's epoch (:mod:`olas_utils.similarity.classifier`, "Model selection"):
+on a held-out *source* model (leave-one-source-out), or with a single source on a fixed, seeded,
+always-augmented copy of its images; never on the target. The fit is deterministic (lbfgs from
+zeros): a seed changes only the augmented selection copy.
+
+Importing this module does no work (scikit-learn is imported when a model is fitted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from olas_utils.augment import PAPER_CLASSIFIER, augment_batch
+from olas_utils.similarity.inputs import as_images, standardize
+
+__all__ = ["LOGISTIC_CS", "LogisticResult", "logistic_features", "train_logistic"]
+
+#: The regularisation strengths ``C`` tried (the one selected on held-out data).
+LOGISTIC_CS: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0)
+
+
+def logistic_features(images: torch.Tensor, pool_size: int) -> np.ndarray:
+    """``(n, C, S, S)`` images → ``(n, C·P²)`` float64 features: average-pooled to ``P × P``
+    (``P = pool_size``; ``S`` itself when smaller), standardised per image and channel, flattened."""
+    x = as_images(images, name="images")
+    p = min(int(pool_size), int(x.shape[-1]))
+    return standardize(F.adaptive_avg_pool2d(x.float(), p)).flatten(1).numpy().astype(np.float64)
+
+
+@dataclass
+class LogisticResult:
+    """A fitted logistic chunk classifier and how it was chosen (the fields
+    :func:`olas_utils.studies.crosslm.classifier_frame` reads from a classifier result).
+
+    Attributes:
+        model: the fitted ``sklearn.linear_model.LogisticRegression``.
+        n_classes, in_channels, image_size: the images it was fitted on.
+        pool_size: P, the pooled image side.
+        c: the chosen regularisation strength; ``cs``: those tried, in order.
+        selection: ``"source:<name>"`` or ``"augmented"``.
+        train_models: source models whose images fitted the returned model.
+        selection_top1: top-1 on the selection set per ``C`` of ``cs``.
+        n_iter: lbfgs iterations of the returned fit; ``max_iter``: its cap (``n_iter >= max_iter``:
+            the solver stopped by its cap, not by convergence).
+        refit: whether the returned model was refitted on all sources with the chosen ``C``.
+        seed: seeds the augmented selection copy (the fit itself is deterministic).
+    """
+
+    model: Any = field(repr=False)
+    n_classes: int
+    in_channels: int
+    image_size: tuple[int, int]
+    pool_size: int
+    c: float
+    cs: tuple[float, ...]
+    selection: str
+    train_models: tuple[str, ...]
+    selection_top1: list[float]
+    n_iter: int
+    max_iter: int
+    refit: bool
+    seed: int
+
+    @property
+    def capped(self) -> bool:
+        """Whether lbfgs stopped at ``max_iter`` rather than by convergence."""
+        return self.n_iter >= self.max_iter
+
+    @property
+    def chosen_index(self) -> int:
+        """1-based position of the chosen ``C`` in ``cs``."""
+        return self.cs.index(self.c) + 1
+
+    def logits(self, images) -> torch.Tensor:
+        """Decision scores ``(n, n_classes)`` float32 of ``images`` ``(n, C, S, S)`` (of the training shape).
+
+        Raises:
+            ValueError: images of another channel count or size.
+        """
+        x = as_images(images, name="images")
+        if tuple(x.shape[1:]) != (self.in_channels, *self.image_size):
+            raise ValueError(
+                f"images of shape {tuple(x.shape[1:])}, the classifier was fitted on "
+                f"{(self.in_channels, *self.image_size)}"
+            )
+        return torch.from_numpy(self.model.decision_function(logistic_features(x, self.pool_size))).float()
+
+
+def _fit(x: np.ndarray, y: np.ndarray, c: float, max_iter: int):
+    import warnings
+
+    from sklearn.linear_model import LogisticRegression
+
+    with warnings.catch_warnings():  # one image per chunk and source: many classes, few samples, by design
+        warnings.filterwarnings("ignore", message="The number of unique classes is greater than 50%")
+        model = LogisticRegression(C=c, max_iter=max_iter).fit(x, y)
+    if list(model.classes_) != list(range(int(y.max()) + 1)):
+        raise RuntimeError("the logistic regression did not see every chunk in training")
+    return model
+
+
+def train_logistic(
+    train_images: Mapping[str, Any],
+    *,
+    select_on: str | None = None,
+    cs: Sequence[float] = LOGISTIC_CS,
+    pool_size: int = 25,
+    max_iter: int = 1000,
+    refit: bool = False,
+    seed: int = 0,
+) -> LogisticResult:
+    """Fit the logistic chunk classifier on source models' images, choosing ``C`` without the target.
+
+    Args:
+        train_images: source model name → images ``(n, C, S, S)`` (or ``(n, S, S)``); image i of
+            every model is chunk i (class i).
+        select_on: the source held out to choose ``C`` (default: the last, with at least 2 sources);
+            with one source, ``C`` is chosen on a fixed augmented copy of it (sink columns and noise
+            always applied, seeded by ``seed``, :data:`olas_utils.augment.PAPER_CLASSIFIER`).
+        cs: regularisation strengths tried; the best held-out top-1 wins (ties: lower held-out
+            log-loss, then the smaller ``C``).
+        pool_size: P, the pooled side (25 for 50 × 50 images).
+        max_iter: lbfgs iteration cap.
+        refit: with a held-out source, refit on all sources with the chosen ``C``.
+        seed: seeds the augmented selection copy.
+
+    Returns:
+        A :class:`LogisticResult`.
+
+    Raises:
+        ValueError: no source, sources of different shapes, fewer than 2 classes, NaN or infinite
+            values (:func:`~olas_utils.similarity.inputs.as_images`), an empty ``cs`` or a ``C`` that is not positive, or a ``select_on`` that is not
+            a source (or the only one).
+    """
+    if not train_images:
+        raise ValueError("train_images is empty: give at least one source model")
+    cs = tuple(float(c) for c in cs)
+    if not cs or any(not c > 0 for c in cs):
+        raise ValueError(f"cs must be positive regularisation strengths, got {cs}")
+    data = {str(k): as_images(v, name=f"train_images[{k!r}]") for k, v in train_images.items()}
+    shapes = {k: tuple(v.shape) for k, v in data.items()}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"all source models need images of one shape (n, C, S, S), got {shapes}")
+    n, ch, h, w = next(iter(shapes.values()))
+    if n < 2:
+        raise ValueError(f"need at least 2 classes (chunks), got {n}")
+    names = list(data)
+    if select_on is None:
+        select_on = names[-1] if len(names) >= 2 else "augmented"
+    if select_on == "augmented":
+        fit_names = names
+        aug = replace(PAPER_CLASSIFIER, sink_p=1.0, noise_p=1.0)
+        sel = torch.cat(
+            [augment_batch(data[k], torch.Generator().manual_seed(seed + i), aug) for i, k in enumerate(names)]
+        )
+        selection = "augmented"
+    else:
+        if select_on not in data or len(names) < 2:
+            raise ValueError(f"select_on={select_on!r} must be one of at least two sources {names}")
+        fit_names = [k for k in names if k != select_on]
+        sel = data[select_on]
+        selection = f"source:{select_on}"
+    x = np.concatenate([logistic_features(data[k], pool_size) for k in fit_names])
+    y = np.tile(np.arange(n), len(fit_names))
+    xs, ys = logistic_features(sel, pool_size), np.tile(np.arange(n), sel.shape[0] // n)
+    best, tops = None, []
+    for c in cs:
+        model = _fit(x, y, c, max_iter)
+        scores = model.decision_function(xs)
+        top1 = float((scores.argmax(1) == ys).mean())
+        logp = scores - scores.max(1, keepdims=True)
+        logp = logp - np.log(np.exp(logp).sum(1, keepdims=True))
+        loss = float(-logp[np.arange(len(ys)), ys].mean())
+        tops.append(top1)
+        if best is None or (top1, -loss, -c) > best[0]:
+            best = ((top1, -loss, -c), c, model)
+    _, c, model = best
+    refitted = bool(refit and selection != "augmented")
+    if refitted:
+        fit_names = names
+        model = _fit(
+            np.concatenate([logistic_features(data[k], pool_size) for k in names]),
+            np.tile(np.arange(n), len(names)),
+            c,
+            max_iter,
+        )
+    return LogisticResult(
+        model=model,
+        n_classes=n,
+        in_channels=ch,
+        image_size=(h, w),
+        pool_size=min(int(pool_size), int(w)),
+        c=c,
+        cs=cs,
+        selection=selection,
+        train_models=tuple(fit_names),
+        selection_top1=tops,
+        n_iter=int(np.max(model.n_iter_)),
+        max_iter=int(max_iter),
+        refit=refitted,
+        seed=int(seed),
+    )
