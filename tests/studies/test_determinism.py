@@ -51,9 +51,11 @@ def test_reduced_runs_write_identical_tables(tmp_path):
             write_items(parser_items, tmp_path / f"run{run}" / "pi"),
         )
         texts.append([p.read_bytes() for p in paths])
-        # trained afresh each run. Per transfer task: 2 models × 3 variants, plus the tokenizer-only and
+        # trained afresh each run. Per transfer task: 2 models × 3 variants, the tokenizer-only and
         # position-only controls, whose word-level inputs are the same for both encoders (one checkpoint
-        # each); multi-source on one other model is that model's plain adapter. The parser: 2 keys + its
-        # 2 controls (the same for both keys).
-        assert len(list((tmp_path / f"ckpt{run}").glob("*.pt"))) == 2 * (2 * 3 + 2) + 2 + 2
+        # each), and the random-weights control of each model; multi-source on one other model is that
+        # model's plain adapter. The parser: its keys (smoke: ola:1, rollout, alti), each also on the random
+        # copy's maps, and its 2 input-free controls (the same for every key).
+        keys = len(syntax_study.PROFILES["smoke"].keys)
+        assert len(list((tmp_path / f"ckpt{run}").glob("*.pt"))) == 2 * (2 * 3 + 2 + 2) + 2 * keys + 2
     assert texts[0] == texts[1]
