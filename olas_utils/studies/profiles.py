@@ -159,7 +159,16 @@ SHARED_SIZES: dict[str, SplitSizes] = {
 #: controls both notebooks need are trained once, by whichever runs first.
 SHARED_TRAINING: dict[str, AdapterSettings] = {
     "smoke": AdapterSettings(
-        adapter="tiny", epochs=2, patience=1, batch_size=8, lr=2e-3, arc_dim=32, label_dim=16, workers=1, seeds=(0, 1)
+        adapter="tiny",
+        epochs=2,
+        patience=1,
+        batch_size=8,
+        lr=2e-3,
+        arc_dim=32,
+        label_dim=16,
+        workers=1,
+        seeds=(0, 1),
+        schedule="plateau",
     ),
     "quick": AdapterSettings(
         adapter="small",
