@@ -79,6 +79,7 @@ from olas_utils.augment import PAPER_CLASSIFIER, Augmentation, augment_batch
 from olas_utils.similarity import pearson_matrix, ssim_matrix
 from olas_utils.similarity.evaluation import accuracy_and_loss, batched_logits, class_ranks, predict_ranks
 from olas_utils.similarity.inputs import as_images, standardize
+from olas_utils.similarity.logistic import logistic_features
 from olas_utils.studies import crosslm
 from olas_utils.vocabulary import FAMILIES, Control
 
@@ -228,12 +229,6 @@ def fit_resnet(fit: dict, held_name: str, heldout, target, *, epochs, patience, 
 # --------------------------------------------------------------------------------------
 # logistic regression and nearest neighbour
 # --------------------------------------------------------------------------------------
-
-
-def logistic_features(x: torch.Tensor, size: int) -> np.ndarray:
-    """``(N, C, S, S)`` images → ``(N, C·size²)``: average-pooled to ``size × size``
-    (``adaptive_avg_pool2d``), then standardised per image and channel."""
-    return standardize(F.adaptive_avg_pool2d(x, size)).flatten(1).numpy().astype(np.float64)
 
 
 def fit_logistic(x, y, heldout, target, *, size: int, cs, max_iter: int, threads: int) -> Fit:

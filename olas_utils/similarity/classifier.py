@@ -72,7 +72,7 @@ from torch import nn
 
 from olas_utils.augment import PAPER_CLASSIFIER, Augmentation, augment_batch
 from olas_utils.similarity.evaluation import accuracy_and_loss, batched_logits
-from olas_utils.similarity.inputs import as_images, standardize
+from olas_utils.similarity.inputs import as_images, source_images, standardize
 from olas_utils.similarity.resnet import build_resnet18
 from olas_utils.similarity.result import ClassifierResult
 
@@ -223,8 +223,6 @@ def train_classifier(
     """
     from olas_utils.settings import resolve_device
 
-    if not train_images:
-        raise ValueError("train_images is empty: give at least one source model")
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
     if batch_size < 2:
@@ -233,13 +231,7 @@ def train_classifier(
         raise ValueError(f"patience must be a positive number of epochs or None, got {patience!r}")
     if not isinstance(min_epochs, int) or not 1 <= min_epochs <= epochs:
         raise ValueError(f"min_epochs must be an integer in 1..epochs ({epochs}), got {min_epochs!r}")
-    data = {str(k): as_images(v, name=f"train_images[{k!r}]") for k, v in train_images.items()}
-    shapes = {k: tuple(v.shape) for k, v in data.items()}
-    if len(set(shapes.values())) != 1:
-        raise ValueError(f"all source models need images of one shape (n, C, S, S), got {shapes}")
-    n, c, h, w = next(iter(shapes.values()))
-    if n < 2:
-        raise ValueError(f"need at least 2 classes (chunks), got {n}")
+    data, (n, c, h, w) = source_images(train_images)
     names = list(data)
     if select_on is None:
         select_on = names[-1] if len(names) >= 2 else SELECT_AUGMENTED

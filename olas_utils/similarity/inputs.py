@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-__all__ = ["as_images", "stack_channels", "standardize"]
+__all__ = ["as_images", "source_images", "stack_channels", "standardize"]
 
 
 def as_images(images: Any, *, name: str = "images") -> torch.Tensor:
@@ -49,6 +49,26 @@ def as_images(images: Any, *, name: str = "images") -> torch.Tensor:
     if not torch.isfinite(t).all():
         raise ValueError(f"{name}: images contain NaN or infinite values")
     return t.contiguous()
+
+
+def source_images(train_images: Any) -> tuple[dict[str, torch.Tensor], tuple[int, int, int, int]]:
+    """A classifier's source images, checked: name → ``(n, C, S, S)`` float tensor
+    (:func:`as_images` of each), and their common shape ``(n, C, H, W)``.
+
+    Raises:
+        ValueError: no source model, NaN or infinite values, sources of different shapes,
+            or fewer than 2 classes (chunks).
+    """
+    if not train_images:
+        raise ValueError("train_images is empty: give at least one source model")
+    data = {str(k): as_images(v, name=f"train_images[{k!r}]") for k, v in train_images.items()}
+    shapes = {k: tuple(v.shape) for k, v in data.items()}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"all source models need images of one shape (n, C, S, S), got {shapes}")
+    shape = next(iter(shapes.values()))
+    if shape[0] < 2:
+        raise ValueError(f"need at least 2 classes (chunks), got {shape[0]}")
+    return data, shape
 
 
 def stack_channels(arrays: Sequence[Any]) -> np.ndarray:

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from olas_utils.augment import PAPER_CLASSIFIER, augment_batch
-from olas_utils.similarity.inputs import as_images, standardize
+from olas_utils.similarity.inputs import as_images, source_images, standardize
 
 __all__ = ["LOGISTIC_CS", "LogisticResult", "logistic_features", "train_logistic"]
 
@@ -146,18 +146,10 @@ def train_logistic(
             values (:func:`~olas_utils.similarity.inputs.as_images`), an empty ``cs`` or a ``C`` that is not positive, or a ``select_on`` that is not
             a source (or the only one).
     """
-    if not train_images:
-        raise ValueError("train_images is empty: give at least one source model")
+    data, (n, ch, h, w) = source_images(train_images)
     cs = tuple(float(c) for c in cs)
     if not cs or any(not c > 0 for c in cs):
         raise ValueError(f"cs must be positive regularisation strengths, got {cs}")
-    data = {str(k): as_images(v, name=f"train_images[{k!r}]") for k, v in train_images.items()}
-    shapes = {k: tuple(v.shape) for k, v in data.items()}
-    if len(set(shapes.values())) != 1:
-        raise ValueError(f"all source models need images of one shape (n, C, S, S), got {shapes}")
-    n, ch, h, w = next(iter(shapes.values()))
-    if n < 2:
-        raise ValueError(f"need at least 2 classes (chunks), got {n}")
     names = list(data)
     if select_on is None:
         select_on = names[-1] if len(names) >= 2 else "augmented"
