@@ -40,6 +40,7 @@ def main() -> None:
     ap.add_argument("--key", default="ola:1")
     ap.add_argument("--sentences", type=int, default=1200, help="EWT training sentences (quick: 1200)")
     ap.add_argument("--dev", type=int, default=300, help="EWT dev sentences (quick: 300)")
+    ap.add_argument("--max-words", type=int, default=30, help="longest sentence kept, in words (quick: 30)")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--rounds", type=int, default=3, help="throughput rounds (one epoch per variant each)")
@@ -72,15 +73,15 @@ def main() -> None:
             raise SystemExit(f"variant {v!r}: SIZE[:BATCH[:LR]] with SIZE one of {sorted(ADAPTER_SIZES)}")
         batch = int(rest[0]) if rest else args.batch_size
         spec[v] = (size, batch, float(rest[1]) if len(rest) > 1 else args.lr)
-    train = load_task("dependency", "train", n=args.sentences, min_words=3, max_words=30, seed=0)
-    dev = load_task("dependency", "dev", n=args.dev, min_words=3, max_words=30, seed=0)
+    train = load_task("dependency", "train", n=args.sentences, min_words=3, max_words=args.max_words, seed=0)
+    dev = load_task("dependency", "dev", n=args.dev, min_words=3, max_words=args.max_words, seed=0)
     store = MapStore(ModelPool(seed=0), level="word", orders=(1, 2, 3), progress=False)
     x, xd = store.examples(args.model, train, [args.key]), store.examples(args.model, dev, [args.key])
     channels = int(x[0].image.shape[0])
     heads = {"arc_dim": 128, "label_dim": 64}
     print(machine_line())
     print(
-        f"{len(x)} EWT train / {len(xd)} dev sentences (3-30 words), {args.model} {args.key} word level, biaffine "
+        f"{len(x)} EWT train / {len(xd)} dev sentences (3-{args.max_words} words), {args.model} {args.key} word level, biaffine "
         f"128/64, {torch.get_num_threads()} thread(s); variants (size, batch, lr): "
         + ", ".join(f"{v} = {spec[v]} {ADAPTER_SIZES[spec[v][0]]}" for v in args.variants)
     )

@@ -132,8 +132,15 @@ class SyntaxProfile:
 @dataclass(frozen=True)
 class TransferProfile:
     """Notebook 04: models and tasks (None: the default zoo / every task), sizes per task, the
-    map keys stacked as channels, the input level, how adapters are trained and the control
-    inputs trained on each target (``input_controls``, as :class:`SyntaxProfile`'s)."""
+    map keys stacked as channels, the input level, how adapters are trained, the control
+    inputs trained on each target (``input_controls``, as :class:`SyntaxProfile`'s) and the
+    single-source training variants (``variants``: names of
+    :data:`olas_utils.studies.transfer.VARIANTS`, ``"plain"`` among them; the headline TOA is
+    chosen among these on dev).
+
+    Raises:
+        ValueError: a variant that is not in ``VARIANTS``, a repeated one, or no ``"plain"``.
+    """
 
     models: tuple[str, ...] | None
     tasks: tuple[str, ...] | None
@@ -142,16 +149,28 @@ class TransferProfile:
     level: str
     training: AdapterSettings
     input_controls: tuple[Control, ...] = INPUT_CONTROLS
+    variants: tuple[str, ...] = ("plain", "rank", "augmented")
 
     def __post_init__(self) -> None:
+        from olas_utils.studies.transfer import VARIANTS
+
         object.__setattr__(self, "input_controls", _check_inputs(self.input_controls))
+        variants = tuple(self.variants)
+        if "plain" not in variants or len(set(variants)) != len(variants) or not set(variants) <= set(VARIANTS):
+            raise ValueError(
+                f"variants must be distinct names of {list(VARIANTS)} including 'plain', got {self.variants!r}"
+            )
+        object.__setattr__(self, "variants", tuple(v for v in VARIANTS if v in variants))
 
 
 #: EWT sizes that notebooks 03 and 04 share per profile (their dependency task reads the same
 #: sentences), defined once so the two notebooks cannot drift apart.
 SHARED_SIZES: dict[str, SplitSizes] = {
     "smoke": SplitSizes(n_train=24, n_dev=12, n_test=16, max_words=15),
-    "quick": SplitSizes(n_train=1200, n_dev=300, n_test=500, min_words=3, max_words=30),
+    # quick: sized so that converged 3-seed adapters with every control fit 2 cores in 2 hours
+    # (benchmarks/adapter_variants.py: a converged `small` run costs ~50-60 CPU s on 400 sentences
+    # of 3-20 words, 110 s on 600; the earlier 1,200 sentences of 3-30 words cost 384 s).
+    "quick": SplitSizes(n_train=400, n_dev=150, n_test=500, min_words=3, max_words=20),
 }
 
 #: Adapter training settings that notebooks 03 and 04 share per profile: the cache key of a
@@ -170,15 +189,19 @@ SHARED_TRAINING: dict[str, AdapterSettings] = {
         seeds=(0, 1),
         schedule="plateau",
     ),
+    # quick: early stopping on dev ends training, not the cap (plateau schedule; lr 3e-3 chosen
+    # over 1e-2 on dev by benchmarks/adapter_variants.py, batch 8).
     "quick": AdapterSettings(
         adapter="small",
-        epochs=5,
+        epochs=40,
         patience=2,
         batch_size=8,
         lr=3e-3,
         arc_dim=128,
         label_dim=64,
         workers=2,
+        min_epochs=4,
         seeds=(0, 1, 2),
+        schedule="plateau",
     ),
 }

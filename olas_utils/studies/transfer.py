@@ -196,6 +196,7 @@ def run_transfer(
     seeds = tuple(cfg.training.seeds if seeds is None else seeds)
     store = store or MapStore(pool, level=cfg.level, progress=progress)
     keys = list(cfg.keys)
+    variants = cfg.variants  # in VARIANTS' order, "plain" first
     # 1. maps, model-major (each model and its random copy loaded once)
     for name in models:
         for train, dev, test in splits.values():
@@ -259,7 +260,7 @@ def run_transfer(
                 desc=f"{task} on {'+'.join(names)} {variant} {inputs.condition} seed {seed}",
             )
 
-        plan = {("single", s, v, k): job([s], k, v) for s in models for v in VARIANTS for k in seeds}
+        plan = {("single", s, v, k): job([s], k, v) for s in models for v in variants for k in seeds}
         for target in models:
             others = [s for s in models if s != target and family[s] == family[target]]
             for k in seeds:
@@ -268,19 +269,19 @@ def run_transfer(
                 for inputs in cfg.input_controls:
                     plan[inputs, target, "plain", k] = job([target], k, "plain", inputs)
         trained = train_adapters(plan, cfg.training, progress=progress)  # every distinct run once, in parallel on a CPU
-        adapters = {(s, v, k): trained["single", s, v, k] for s in models for v in VARIANTS for k in seeds}
+        adapters = {(s, v, k): trained["single", s, v, k] for s in models for v in variants for k in seeds}
         dev_transfer = {  # the mean over seeds of each ordered pair's dev transfer
             (s, t, v): sum(evaluate(adapters[s, v, k][0], ex(t, dev, v), dev, device=device)[metric] for k in seeds)
             / len(seeds)
             for s in models
-            for v in VARIANTS
+            for v in variants
             for t in models
             if t != s and family[t] == family[s]
         }
         for target in models:
             peers = [s for s in models if family[s] == family[target]]
             others = [s for s in peers if s != target]
-            choice = _choose_variant(dev_transfer, others) if others else None
+            choice = _choose_variant(dev_transfer, others, variants) if others else None
             for k in seeds:
                 model, info = adapters[target, "plain", k]
                 sc, out = ev(model, target, ex(target, test))
@@ -290,7 +291,7 @@ def run_transfer(
                     sc, out = ev(model, target, ex(target, test, control=Control.RANDOM_INIT_TARGET))
                     add(task, source, target, Control.RANDOM_INIT_TARGET.condition, "plain", k, sc, info, out)
                 for source in others:
-                    for v in VARIANTS:
+                    for v in variants:
                         model, info = adapters[source, v, k]
                         sc, out = ev(model, target, ex(target, test, v))
                         add(task, source, target, transfer_condition(v), v, k, sc, info, out)
@@ -357,16 +358,18 @@ def _interleave(per_source: Sequence[list]) -> list:
     return [per_source[i % len(per_source)][i] for i in range(len(per_source[0]))]
 
 
-def _choose_variant(dev_transfer: dict, sources: Sequence[str]) -> tuple[str, float | None]:
-    """The variant with the best mean dev transfer between ``sources`` (ordered pairs, each
-    the dev data of a model that is not the target); ``"plain"`` if fewer than two."""
+def _choose_variant(
+    dev_transfer: dict, sources: Sequence[str], variants: Sequence[str] = tuple(VARIANTS)
+) -> tuple[str, float | None]:
+    """The variant of ``variants`` with the best mean dev transfer between ``sources`` (ordered
+    pairs, each the dev data of a model that is not the target); ``"plain"`` if fewer than two."""
     if len(sources) < 2:
         return "plain", None
     means = {
         v: sum(dev_transfer[s, t, v] for s, t in permutations(sources, 2)) / (len(sources) * (len(sources) - 1))
-        for v in VARIANTS
+        for v in variants
     }
-    best = max(VARIANTS, key=lambda v: (means[v], v == "plain"))
+    best = max(variants, key=lambda v: (means[v], v == "plain"))
     return best, means[best]
 
 

@@ -61,7 +61,10 @@ def test_context_mixing_keys_are_in_the_paper_and_smoke_profiles_only():
 def test_notebooks_03_and_04_share_the_quick_adapters():
     s, t = syntax.PROFILES["quick"], transfer.PROFILES["quick"]
     assert s.training == t.training == transfer.PROFILES["wide"].training and s.sizes == t.sizes and s.level == t.level
-    assert s.training.lr == 3e-3 and s.training.epochs == 5 and s.sizes.min_words == 3
+    assert s.training.lr == 3e-3 and s.sizes.min_words == 3
+    # converged, not capped: the plateau schedule with early stopping and a cap far above the
+    # 11-18 epochs the converged runs of benchmarks/adapter_variants.py needed
+    assert s.training.schedule == "plateau" and s.training.epochs >= 30 and s.training.min_epochs < s.training.epochs
     assert syntax.PROFILES["smoke"].sizes.min_words == 2  # the default the notebooks used before profiles were typed
 
 
@@ -84,3 +87,17 @@ def test_notebooks_read_profiles_as_attributes():
         code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
         assert re.search(r"\w+\.PROFILES\[profile\]", code), book.name
         assert not re.search(r"cfg\[|cfg\.get\(|dict\(\w+\.PROFILES", code), book.name
+
+
+def test_transfer_variants_are_checked_and_ordered():
+    """A profile's transfer variants are names of ``VARIANTS`` with "plain", kept in ``VARIANTS``' order."""
+    from dataclasses import replace
+
+    from olas_utils.studies import transfer
+
+    smoke = transfer.PROFILES["smoke"]
+    assert smoke.variants == tuple(transfer.VARIANTS)
+    assert replace(smoke, variants=("augmented", "plain")).variants == ("plain", "augmented")
+    for bad in (("rank",), ("plain", "plain"), ("plain", "mixup")):
+        with pytest.raises(ValueError, match="variants"):
+            replace(smoke, variants=bad)
