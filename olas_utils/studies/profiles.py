@@ -25,6 +25,7 @@ __all__ = [
     "TransferProfile",
     "SHARED_SIZES",
     "SHARED_TRAINING",
+    "VARIANTS",
 ]
 
 
@@ -94,6 +95,10 @@ class SplitSizes:
     min_words: int = 2
 
 
+#: Notebook 04's single-source training variants: name → (input normalisation, augmentations);
+#: re-exported as :data:`olas_utils.studies.transfer.VARIANTS`.
+VARIANTS: dict[str, tuple[str, bool]] = {"plain": ("none", False), "rank": ("rank", False), "augmented": ("none", True)}
+
 #: The adapter inputs every profile trains beside the model's maps (:data:`olas_utils.studies.adapters.INPUTS`).
 INPUT_CONTROLS: tuple[Control, ...] = (Control.TOKENIZER_ONLY, Control.POSITION_ONLY)
 
@@ -135,7 +140,7 @@ class TransferProfile:
     map keys stacked as channels, the input level, how adapters are trained, the control
     inputs trained on each target (``input_controls``, as :class:`SyntaxProfile`'s) and the
     single-source training variants (``variants``: names of
-    :data:`olas_utils.studies.transfer.VARIANTS`, ``"plain"`` among them; the headline TOA is
+    :data:`VARIANTS`, ``"plain"`` among them; the headline TOA is
     chosen among these on dev).
 
     Raises:
@@ -152,8 +157,6 @@ class TransferProfile:
     variants: tuple[str, ...] = ("plain", "rank", "augmented")
 
     def __post_init__(self) -> None:
-        from olas_utils.studies.transfer import VARIANTS
-
         object.__setattr__(self, "input_controls", _check_inputs(self.input_controls))
         variants = tuple(self.variants)
         if "plain" not in variants or len(set(variants)) != len(variants) or not set(variants) <= set(VARIANTS):
