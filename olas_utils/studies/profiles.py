@@ -170,8 +170,8 @@ class TransferProfile:
 #: sentences), defined once so the two notebooks cannot drift apart.
 SHARED_SIZES: dict[str, SplitSizes] = {
     "smoke": SplitSizes(n_train=24, n_dev=12, n_test=16, max_words=15),
-    # quick: sized so that converged 3-seed adapters with every control fit 2 cores in 2 hours
-    # (benchmarks/adapter_variants.py: a converged `small` run costs ~50-60 CPU s on 400 sentences
+    # quick: sized for converged 3-seed adapters with every control on 2 cores (about 100 runs;
+    # benchmarks/adapter_variants.py: a converged `small` run costs ~50-60 CPU s on 400 sentences
     # of 3-20 words, 110 s on 600; the earlier 1,200 sentences of 3-30 words cost 384 s).
     "quick": SplitSizes(n_train=400, n_dev=150, n_test=500, min_words=3, max_words=20),
 }
