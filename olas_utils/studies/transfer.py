@@ -33,15 +33,21 @@ from typing import Sequence
 import pandas as pd
 
 from olas_utils.data.tasks import TaskData, load_task
-from olas_utils.studies.profiles import SHARED_SIZES, SHARED_TRAINING, AdapterSettings, SplitSizes, TransferProfile
-from olas_utils.studies.profiles import VARIANTS as _VARIANTS
+from olas_utils.studies.profiles import (
+    SHARED_SIZES,
+    SHARED_TRAINING,
+    VARIANTS,
+    AdapterSettings,
+    SplitSizes,
+    TransferProfile,
+)
 from olas_utils.vocabulary import Control
 
 __all__ = [
     "PROFILES",
     "PAPER_CLAIMS",
     "CONDITIONS",
-    "VARIANTS",
+    "VARIANTS",  # the single-source training variants, defined with the profiles (profiles.VARIANTS)
     "CONTROLS",
     "TRANSFER_CONTROLS",
     "load_splits",
@@ -51,9 +57,6 @@ __all__ = [
     "transfer_matrix",
 ]
 
-#: Single-source training variants: name → (input normalisation, augmentations)
-#: (defined with the profiles, :data:`olas_utils.studies.profiles.VARIANTS`).
-VARIANTS = _VARIANTS
 #: Controls of every transfer table, in display order (their condition names are :data:`CONTROLS`); the
 #: trained random-weights and half-random inputs appear where a profile's ``input_controls`` has them.
 TRANSFER_CONTROLS = (

@@ -272,10 +272,7 @@ def comparison_markdown(
             + ", ".join(
                 f"{_pair(r, multi)} {r[_MULTI]:.1f} vs {b:.1f}"
                 for (_, r), b in zip(
-                    multi.iterrows(),
-                    multi[[c for c in ("transfer", "transfer (rank)", "transfer (augmented)") if c in multi]].max(
-                        axis=1
-                    ),
+                    multi.iterrows(), multi[["transfer", "transfer (rank)", "transfer (augmented)"]].max(axis=1)
                 )
             )
             + "."
