@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["project_root", "data_dir", "cache_dir", "resolve_device"]
+__all__ = ["project_root", "data_dir", "cache_dir", "resolve_device", "cpu_workers"]
 
 
 def project_root() -> Path:
@@ -117,3 +117,16 @@ def resolve_device(device: "str | torch.device | None" = None) -> "torch.device"
             f"(torch {torch.__version__}); use device='cpu' or unset OLAS_DEVICE."
         )
     return dev
+
+
+def cpu_workers() -> int:
+    """Worker processes to run side by side on the CPU, one thread each: one per CPU core this
+    process may use (``os.sched_getaffinity``), at most ``torch.get_num_threads()`` (so a run
+    limited to one thread, e.g. ``OMP_NUM_THREADS=1``, gets one worker); at least 1."""
+    import torch
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, torch.get_num_threads()))

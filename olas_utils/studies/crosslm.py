@@ -348,6 +348,7 @@ def classifier_frame(
     progress: bool = True,
     design: str = "resnet18",
     min_epochs: int = 1,
+    workers: int | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The visual classifier: for each family and each target model, a classifier (``design``) trained on
     the other models of the family (the sources) is tested on the unseen target, one map key
@@ -378,6 +379,8 @@ def classifier_frame(
             a single source's augmented selection copy); ``epochs``, ``patience`` and
             ``min_epochs`` do not apply, and the epoch columns hold lbfgs iterations).
         min_epochs: ResNet-18 only: never stop before this many epochs.
+        workers: logistic only: fits run side by side, one BLAS thread each
+            (:func:`olas_utils.similarity.logistic.train_logistic_many`; default one per core).
 
     Returns:
         ``(runs, items)``. ``runs``: one row per (family, control, target, key, seed) with
@@ -397,90 +400,108 @@ def classifier_frame(
     """
     from olas_utils.similarity.classifier import train_classifier
     from olas_utils.similarity.evaluation import evaluate, predict_ranks
-    from olas_utils.similarity.logistic import train_logistic
+    from olas_utils.similarity.logistic import train_logistic_many
 
     seeds = [int(s) for s in seeds]
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be one or more different integers, got {seeds}")
     if design not in CLASSIFIER_DESIGNS:
         raise ValueError(f"design must be one of {CLASSIFIER_DESIGNS}, got {design!r}")
+
+    def cells():
+        """(control, family, target, key, sources, images) of every classifier cell, in table order."""
+        for control in [Control.TRAINED.ident, *(Control.parse(c).ident for c in controls)]:
+            for family in FAMILIES:
+                fam = images.family_models(family)
+                if len(fam) < 2 or (control, protocol) not in images.caches:
+                    continue
+                for target in fam if targets == "all" else fam[-1:]:
+                    for key in keys:
+                        have = images.with_key(key, fam, protocol)
+                        sources = [m for m in have if m != target]
+                        if target not in have or not sources:
+                            continue  # the target (or every source) is shallower than this order
+                        yield control, family, target, key, sources, images.images(control, protocol, key, have)
+
+    def fit_seeds(sources):
+        # the logistic fit with a held-out source does not depend on the seed: one fit serves them all
+        return seeds if len(sources) < 2 else seeds[:1]
+
+    logistic: dict[tuple, object] = {}
+    if design == "logistic":  # every fit first, side by side; then the table, in order
+        ids, jobs = [], []
+        for control, family, target, key, sources, imgs in cells():
+            for seed in fit_seeds(sources):
+                ids.append((control, family, target, key, seed))
+                jobs.append(
+                    {
+                        "train_images": {m: imgs[m] for m in sources},
+                        "seed": seed,
+                        "refit": refit and len(sources) >= 2,
+                    }
+                )
+        logistic = dict(zip(ids, train_logistic_many(jobs, workers=workers, progress=progress)))
     rows = []
     cols: dict[str, list] = {c: [] for c in CLASSIFIER_ITEM_COLUMNS}
-    for control in [Control.TRAINED.ident, *(Control.parse(c).ident for c in controls)]:
-        for family in FAMILIES:
-            fam = images.family_models(family)
-            if len(fam) < 2 or (control, protocol) not in images.caches:
-                continue
-            for target in fam if targets == "all" else fam[-1:]:
-                for key in keys:
-                    have = images.with_key(key, fam, protocol)
-                    sources = [m for m in have if m != target]
-                    if target not in have or not sources:
-                        continue  # the target (or every source) is shallower than this order
-                    imgs = images.images(control, protocol, key, have)
-                    fitted = None  # the logistic fit with a held-out source does not depend on the seed
-                    for seed in seeds:
-                        if design == "logistic":
-                            if fitted is None or len(sources) < 2:
-                                fitted = train_logistic(
-                                    {m: imgs[m] for m in sources}, seed=seed, refit=refit and len(sources) >= 2
-                                )
-                            res = fitted
-                            cap, run, chosen, capped = res.max_iter, res.n_iter, res.n_iter, res.capped
-                            label = f"C={res.c:g}"
-                            held_top1 = res.selection_top1[res.chosen_index - 1]
-                        else:
-                            res = train_classifier(
-                                {m: imgs[m] for m in sources},
-                                epochs=epochs,
-                                seed=seed,
-                                refit=refit and len(sources) >= 2,
-                                patience=patience,
-                                min_epochs=min_epochs if patience is not None else 1,
-                                progress=progress,
-                            )
-                            cap, run, chosen = epochs, len(res.train_loss), res.chosen_epoch
-                            capped, label = bool(run == epochs and chosen == run), f"epoch {chosen}"
-                            held_top1 = res.selection_top1[chosen - 1] if res.selection_top1 else float("nan")
-                        src = float(np.mean([evaluate(res, imgs[m]).top1 for m in res.train_models]))
-                        ranks = predict_ranks(res, imgs[target])
-                        n = int(ranks.shape[0])
-                        held = res.selection.split(":", 1)[1] if res.selection.startswith("source:") else res.selection
-                        rows.append(
-                            {
-                                "family": family,
-                                "control": control,
-                                "target": target,
-                                "sources": ", ".join(sources),
-                                "key": key,
-                                "protocol": protocol,
-                                "seed": seed,
-                                "source_top1": src,
-                                "heldout_source": held,
-                                "heldout_top1": held_top1,
-                                "top1": float((ranks < 1).mean()),
-                                "top5": float((ranks < 5).mean()),
-                                "n": n,
-                                "chance": 1.0 / n,
-                                "max_epochs": cap,
-                                "epochs_run": run,
-                                "chosen_epoch": chosen,
-                                "capped": capped,
-                                "design": design,
-                                "chosen": label,
-                                "selection": res.selection,
-                                "curve": ";".join(f"{v:.3f}" for v in res.selection_top1),
-                            }
-                        )
-                        for c, v in (
-                            ("family", family),
-                            ("control", control),
-                            ("target", target),
-                            ("key", key),
-                            ("protocol", protocol),
-                            ("seed", seed),
-                        ):
-                            cols[c].extend([v] * n)
-                        cols["chunk"].extend(range(n))
-                        cols["rank"].extend(ranks.tolist())
+    for control, family, target, key, sources, imgs in cells():
+        for seed in seeds:
+            if design == "logistic":
+                res = logistic[(control, family, target, key, seed if len(sources) < 2 else seeds[0])]
+                cap, run, chosen, capped = res.max_iter, res.n_iter, res.n_iter, res.capped
+                label = f"C={res.c:g}"
+                held_top1 = res.selection_top1[res.chosen_index - 1]
+            else:
+                res = train_classifier(
+                    {m: imgs[m] for m in sources},
+                    epochs=epochs,
+                    seed=seed,
+                    refit=refit and len(sources) >= 2,
+                    patience=patience,
+                    min_epochs=min_epochs if patience is not None else 1,
+                    progress=progress,
+                )
+                cap, run, chosen = epochs, len(res.train_loss), res.chosen_epoch
+                capped, label = bool(run == epochs and chosen == run), f"epoch {chosen}"
+                held_top1 = res.selection_top1[chosen - 1] if res.selection_top1 else float("nan")
+            src = float(np.mean([evaluate(res, imgs[m]).top1 for m in res.train_models]))
+            ranks = predict_ranks(res, imgs[target])
+            n = int(ranks.shape[0])
+            held = res.selection.split(":", 1)[1] if res.selection.startswith("source:") else res.selection
+            rows.append(
+                {
+                    "family": family,
+                    "control": control,
+                    "target": target,
+                    "sources": ", ".join(sources),
+                    "key": key,
+                    "protocol": protocol,
+                    "seed": seed,
+                    "source_top1": src,
+                    "heldout_source": held,
+                    "heldout_top1": held_top1,
+                    "top1": float((ranks < 1).mean()),
+                    "top5": float((ranks < 5).mean()),
+                    "n": n,
+                    "chance": 1.0 / n,
+                    "max_epochs": cap,
+                    "epochs_run": run,
+                    "chosen_epoch": chosen,
+                    "capped": capped,
+                    "design": design,
+                    "chosen": label,
+                    "selection": res.selection,
+                    "curve": ";".join(f"{v:.3f}" for v in res.selection_top1),
+                }
+            )
+            for c, v in (
+                ("family", family),
+                ("control", control),
+                ("target", target),
+                ("key", key),
+                ("protocol", protocol),
+                ("seed", seed),
+            ):
+                cols[c].extend([v] * n)
+            cols["chunk"].extend(range(n))
+            cols["rank"].extend(ranks.tolist())
     return pd.DataFrame(rows), _items_frame(cols, CLASSIFIER_ITEM_COLUMNS)

@@ -24,17 +24,11 @@ __all__ = ["fit_many", "default_workers"]
 
 
 def default_workers(device="cpu") -> int:
-    """Workers :func:`fit_many` uses by default: one per available CPU core on the CPU
-    (each with one thread), 1 on an accelerator."""
-    import os
+    """Workers :func:`fit_many` uses by default: :func:`olas_utils.settings.cpu_workers` on the
+    CPU (each with one thread), 1 on an accelerator."""
+    from olas_utils.settings import cpu_workers
 
-    if str(device) != "cpu":
-        return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, torch.get_num_threads()))
+    return 1 if str(device) != "cpu" else cpu_workers()
 
 
 def _init_worker(threads: int) -> None:

@@ -81,3 +81,34 @@ def test_refit_single_source_and_errors(data):
         train_logistic({"a": bad})
     with pytest.raises(ValueError, match="fitted on|trained on"):
         predict_logits(res, data["a"][:, :, :8, :8])
+
+
+def test_many_fits_in_workers_equal_each_fit_alone(data):
+    """Worker processes (one BLAS thread each) return what each ``train_logistic`` call returns:
+    the same chosen C, held-out curve and target ranks, weights equal to rounding."""
+    from olas_utils.similarity.logistic import train_logistic_many
+
+    jobs = [
+        {"train_images": {m: data[m] for m in "abc"}, "pool_size": 8, "refit": True},
+        {"train_images": {m: data[m] for m in "ab"}, "pool_size": 8, "cs": (0.001, 1.0)},
+        {"train_images": {"a": data["a"]}, "pool_size": 8, "seed": 5},
+    ]
+    for workers in (2, 1):
+        got = train_logistic_many(jobs, workers=workers, progress=False)
+        assert len(got) == len(jobs)
+        for job, res in zip(jobs, got):
+            ref = train_logistic(**job)
+            assert (res.c, res.selection, res.train_models, res.refit, res.n_iter) == (
+                ref.c,
+                ref.selection,
+                ref.train_models,
+                ref.refit,
+                ref.n_iter,
+            )
+            assert res.selection_top1 == pytest.approx(ref.selection_top1, abs=1e-12)
+            np.testing.assert_allclose(res.model.coef_, ref.model.coef_, rtol=0, atol=1e-9)
+            np.testing.assert_array_equal(predict_ranks(res, data["target"]), predict_ranks(ref, data["target"]))
+    with pytest.raises(ValueError, match="workers must be"):
+        train_logistic_many(jobs, workers=0)
+    with pytest.raises(ValueError, match="logistic job 1: .*empty"):
+        train_logistic_many([jobs[0], {"train_images": {}}], workers=2, progress=False)
