@@ -428,11 +428,15 @@ def _classifier_lines(classifier: pd.DataFrame, cverdict: pd.DataFrame | None) -
             for _, r in s.iterrows():
                 lo, hi = PAPER_RANGES[f"{ranges[family]}_{suffix}"]
                 seeds = int(r["seeds"])
-                spread = (
-                    f"mean of {seeds} seeds, sd {100 * r['top1 sd']:.1f} points; interval over seeds × images"
-                    if seeds > 1
-                    else "1 seed: the interval covers the test images only, not the spread over training seeds"
-                )
+                if r.get("design") == "logistic" and seeds > 1 and not r["top1 sd"] > 0:
+                    spread = (
+                        f"one deterministic fit, repeated for its {seeds} seeds: no seed enters a logistic fit "
+                        "whose C a held-out source chooses; the interval covers the test images"
+                    )
+                elif seeds > 1:
+                    spread = f"mean of {seeds} seeds, sd {100 * r['top1 sd']:.1f} points; interval over seeds × images"
+                else:
+                    spread = "1 seed: the interval covers the test images only, not the spread over training seeds"
                 line = (
                     f"- **Classifier, {family}, {key_label(key)}, target {r['target']}:** unseen-model top-1 "
                     f"{_ci(r['top1'], r['top1 low'], r['top1 high'])} ({spread}); {int(r['n'])} classes (chance "

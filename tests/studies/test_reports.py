@@ -204,3 +204,35 @@ def test_headline_variant_is_chosen_on_transfer_between_non_target_models_only()
     }  # the target's pairs must not count
     assert _choose_variant(dev, ["a", "b"]) == ("rank", pytest.approx(0.5))
     assert _choose_variant(dev, ["a"]) == ("plain", None)
+
+
+def test_classifier_text_says_when_seeds_repeat_one_deterministic_logistic_fit():
+    """A logistic fit chosen on a held-out source has no seed: its text must not call the
+    repeated outcome a mean over seeds; a ResNet's spread over seeds is reported as such."""
+    from olas_utils.studies.crosslm_report import _classifier_lines
+    from olas_utils.vocabulary import ENCODER, Control
+
+    row = {
+        "family": ENCODER,
+        "key": "ola:1",
+        "control": Control.TRAINED.ident,
+        "target": "t",
+        "seeds": 3,
+        "top1": 0.5,
+        "top1 low": 0.4,
+        "top1 high": 0.6,
+        "top1 sd": 0.0,
+        "n": 128,
+        "chance": 1 / 128,
+        "heldout_top1": 0.3,
+        "source_top1": 1.0,
+        "chosen": "C=1",
+        "epochs_run": 120,
+        "max_epochs": 1000,
+        "capped": 0,
+        "chosen_epochs": "",
+    }
+    logistic = _classifier_lines(pd.DataFrame([{**row, "design": "logistic"}]), None)[0]
+    assert "one deterministic fit, repeated for its 3 seeds" in logistic and "mean of 3 seeds" not in logistic
+    resnet = _classifier_lines(pd.DataFrame([{**row, "design": "resnet18", "top1 sd": 0.02}]), None)[0]
+    assert "mean of 3 seeds, sd 2.0 points" in resnet and "deterministic" not in resnet
