@@ -13,8 +13,8 @@ always-augmented copy of its images; never on the target. The fit is determinist
 zeros): a seed changes only the augmented selection copy.
 
 Speed: the matrices of one fit are small (a few hundred images × C·P² features × one class per
-chunk), so a second BLAS thread does not pay for its synchronisation: on 2 cores a fit ran
-2.7× slower with 2 OpenBLAS threads than with 1. :func:`train_logistic_many` therefore fits
+chunk), so a second BLAS thread does not pay for its synchronisation: on 2 cores 11 fits took
+3.1× as long with 2 OpenBLAS threads as with 1 (``benchmarks/README.md``). :func:`train_logistic_many` therefore fits
 with one BLAS thread per fit, several fits side by side in worker processes
 (``benchmarks/logistic_speed.py`` measures both against the plain call in one run). The
 results are not bit for bit those of a two-thread fit: another summation order can send lbfgs
@@ -37,7 +37,15 @@ import torch.nn.functional as F
 from olas_utils.augment import PAPER_CLASSIFIER, augment_batch
 from olas_utils.similarity.inputs import as_images, source_images, standardize
 
-__all__ = ["LOGISTIC_CS", "LogisticResult", "logistic_features", "train_logistic", "train_logistic_many"]
+__all__ = [
+    "LOGISTIC_CS",
+    "MAX_LOGISTIC_WORKERS",
+    "LogisticResult",
+    "logistic_features",
+    "logistic_workers",
+    "train_logistic",
+    "train_logistic_many",
+]
 
 #: The regularisation strengths ``C`` tried (the one selected on held-out data).
 LOGISTIC_CS: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0)
@@ -229,8 +237,35 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _fit_job(job: dict) -> LogisticResult:
-    return train_logistic(**job)
+def _fit_job(index: int, job: dict) -> LogisticResult:
+    try:
+        return train_logistic(**job)
+    except Exception as e:  # noqa: BLE001 - re-raised in the parent with the job named
+        raise RuntimeError(f"logistic job {index} failed in a worker process: {type(e).__name__}: {e}") from None
+
+
+#: The most worker processes :func:`train_logistic_many` starts by default (each holds about
+#: 0.65 GB once torch and scikit-learn are imported).
+MAX_LOGISTIC_WORKERS = 8
+
+
+def logistic_workers(workers: int | None, n_jobs: int) -> int:
+    """The worker processes :func:`train_logistic_many` uses for ``n_jobs`` fits: ``workers``, or by
+    default :func:`olas_utils.settings.cpu_workers` up to :data:`MAX_LOGISTIC_WORKERS`; never
+    more than the jobs (at least 1).
+
+    Raises:
+        ValueError: ``workers`` not a positive integer.
+    """
+    import numbers
+
+    from olas_utils.settings import cpu_workers
+
+    if workers is None:
+        workers = min(cpu_workers(), MAX_LOGISTIC_WORKERS)
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    return max(1, min(int(workers), int(n_jobs)))
 
 
 def train_logistic_many(
@@ -239,65 +274,90 @@ def train_logistic_many(
     """:func:`train_logistic` for many cells, each fit with one BLAS thread, ``workers`` fits at a time.
 
     Each result is what :func:`train_logistic` returns for the job at one BLAS thread, whether a
-    worker or this process fitted it; against a fit at another thread count it may differ by
-    rounding along lbfgs's path (module docstring: the same ``C``, top-1 within an image in the
-    measured cells). One BLAS thread per fit is faster on small matrices like these, and the
-    workers share the cores.
+    worker or this process fitted it (bit for bit); against a fit at another thread count it may
+    differ by rounding along lbfgs's path (module docstring: the same ``C``, top-1 within an
+    image in the measured cells). One BLAS thread per fit is faster on small matrices like
+    these, and the workers share the cores.
 
     Args:
-        jobs: keyword arguments of :func:`train_logistic`, one mapping per fit (``train_images``
-            as numpy arrays or tensors; they are pickled to the workers).
+        jobs: keyword arguments of :func:`train_logistic`, one mapping per fit; ``train_images``
+            maps source names to numpy arrays or tensors (tensors are copied to numpy here, so
+            that no shared-memory handle per tensor stays open while the jobs wait).
         workers: processes fitting side by side (spawned, one thread each); default
-            :func:`olas_utils.settings.cpu_workers`; 1 fits in this process, still with one BLAS
-            thread.
+            :func:`logistic_workers`; 1 fits in this process, still with one BLAS thread.
         progress: a progress bar over fits; desc: its label.
 
     Returns:
         One :class:`LogisticResult` per job, in the jobs' order.
 
     Raises:
-        ValueError: ``workers`` not a positive integer; a job without ``train_images`` or with images
-            :func:`train_logistic` refuses (named by its index, before any fit); otherwise what
-            :func:`train_logistic` raises for a job, re-raised here from the worker.
+        ValueError: ``workers`` not a positive integer; a job whose ``train_images`` is missing, not
+            a mapping or refused by :func:`train_logistic` (named by its index, before any fit).
+        RuntimeError: a fit that failed in a worker (its index, the error's type and message), or a
+            worker process that died (killed for memory, a signal): the remaining fits are
+            cancelled and the workers stopped at once. With ``workers=1`` a failing fit raises
+            what :func:`train_logistic` raises.
     """
     from threadpoolctl import threadpool_limits
     from tqdm.auto import tqdm
 
-    from olas_utils.settings import cpu_workers
-
-    jobs = [dict(j) for j in jobs]
-    if workers is None:
-        workers = cpu_workers()
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    ready = []
     for i, job in enumerate(jobs):  # a bad job fails here, before minutes of fits elsewhere
+        job = dict(job)
+        imgs = job.get("train_images")
+        if not isinstance(imgs, Mapping):
+            raise ValueError(
+                f"logistic job {i}: train_images must map source model names to images, got {type(imgs).__name__}"
+            )
+        job["train_images"] = {
+            k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in imgs.items()
+        }
         try:
             source_images(job["train_images"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise type(e)(f"logistic job {i}: {e}") from None
-    workers = min(workers, max(len(jobs), 1))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"logistic job {i}: {e}") from None
+        ready.append(job)
+    workers = logistic_workers(workers, len(ready))
     label = f"{desc} ({workers} worker{'s' * (workers > 1)} × 1 thread)"
-    out: list[LogisticResult | None] = [None] * len(jobs)
-    with tqdm(total=len(jobs), desc=label, unit="fit", disable=not progress) as bar:
+    out: list[LogisticResult | None] = [None] * len(ready)
+    with tqdm(total=len(ready), desc=label, unit="fit", disable=not progress) as bar:
         if workers == 1:
             import sklearn.linear_model  # noqa: F401 - loaded before the limit, which covers loaded libraries only
 
             with threadpool_limits(1):
-                for i, job in enumerate(jobs):
+                for i, job in enumerate(ready):
                     out[i] = train_logistic(**job)
                     bar.update(1)
         else:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            ctx = multiprocessing.get_context("spawn")  # fork after OpenMP start-up can deadlock the child
-            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_one_thread) as pool:
-                futures = {pool.submit(_fit_job, job): i for i, job in enumerate(jobs)}
-                try:
-                    for fut in as_completed(futures):
-                        out[futures[fut]] = fut.result()
-                        bar.update(1)
-                except BaseException:
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise
+            _run_pool(ready, workers, out, bar)
     return out  # type: ignore[return-value]
+
+
+def _run_pool(jobs: list[dict], workers: int, out: list, bar) -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    ctx = multiprocessing.get_context("spawn")  # fork after OpenMP start-up can deadlock the child
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_one_thread)
+    try:
+        futures = {pool.submit(_fit_job, i, job): i for i, job in enumerate(jobs)}
+        for fut in as_completed(futures):
+            try:
+                out[futures[fut]] = fut.result()
+            except BrokenProcessPool as e:
+                left = sorted(i for f, i in futures.items() if not f.done() or f.exception() is not None)
+                raise RuntimeError(
+                    f"a worker process died while fitting (killed: out of memory, a signal, or a crash in native "
+                    f"code); {len(left)} fit(s) not finished, jobs {left[:10]}{' …' if len(left) > 10 else ''}. "
+                    "Run again with fewer workers if memory ran out"
+                ) from e
+            bar.update(1)
+    except BaseException:
+        # stop at once (an interrupt, a failed fit): no fit is kept from this call
+        for p in list((getattr(pool, "_processes", None) or {}).values()):
+            p.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    else:
+        pool.shutdown(wait=True)

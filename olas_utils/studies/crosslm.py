@@ -390,17 +390,19 @@ def classifier_frame(
         unseen target), ``n, chance, max_epochs, epochs_run, chosen_epoch, capped`` (the
         epoch cap stopped it while the held-out accuracy was still at its best: a lower
         bound; for the logistic design lbfgs iterations, its cap and whether it reached it),
-        ``design``, ``chosen`` (``"epoch 8"``, ``"C=0.1"``), ``selection`` and ``curve`` (held-out
-        accuracy per epoch, or per ``C`` tried, ``;``-joined).
+        ``design``, ``chosen`` (``"epoch 8"``, ``"C=0.1"``), ``selection``, ``curve`` (held-out
+        accuracy per epoch, or per ``C`` tried, ``;``-joined) and ``fit_workers`` (processes the
+        logistic fits ran in, one BLAS thread each; 1 for the ResNet-18).
         ``items``: :data:`CLASSIFIER_ITEM_COLUMNS`, the rank of every target image's true
         chunk per seed (``top1``/``top5`` are its fractions below 1 and 5).
 
     Raises:
-        ValueError: no seed, or a repeated one.
+        ValueError: no seed, or a repeated one; an unknown design; ``workers`` not a positive
+            integer (logistic).
     """
     from olas_utils.similarity.classifier import train_classifier
     from olas_utils.similarity.evaluation import evaluate, predict_ranks
-    from olas_utils.similarity.logistic import train_logistic_many
+    from olas_utils.similarity.logistic import logistic_workers, train_logistic_many
 
     seeds = [int(s) for s in seeds]
     if not seeds or len(set(seeds)) != len(seeds):
@@ -428,6 +430,7 @@ def classifier_frame(
         return seeds if len(sources) < 2 else seeds[:1]
 
     logistic: dict[tuple, object] = {}
+    fit_workers = 1
     if design == "logistic":  # every fit first, side by side; then the table, in order
         ids, jobs = [], []
         for control, family, target, key, sources, imgs in cells():
@@ -440,13 +443,15 @@ def classifier_frame(
                         "refit": refit and len(sources) >= 2,
                     }
                 )
-        logistic = dict(zip(ids, train_logistic_many(jobs, workers=workers, progress=progress)))
+        fit_workers = logistic_workers(workers, len(jobs))
+        logistic = dict(zip(ids, train_logistic_many(jobs, workers=fit_workers, progress=progress)))
     rows = []
     cols: dict[str, list] = {c: [] for c in CLASSIFIER_ITEM_COLUMNS}
     for control, family, target, key, sources, imgs in cells():
         for seed in seeds:
             if design == "logistic":
-                res = logistic[(control, family, target, key, seed if len(sources) < 2 else seeds[0])]
+                fit_seed = seed if seed in fit_seeds(sources) else fit_seeds(sources)[0]
+                res = logistic[(control, family, target, key, fit_seed)]
                 cap, run, chosen, capped = res.max_iter, res.n_iter, res.n_iter, res.capped
                 label = f"C={res.c:g}"
                 held_top1 = res.selection_top1[res.chosen_index - 1]
@@ -491,6 +496,7 @@ def classifier_frame(
                     "chosen": label,
                     "selection": res.selection,
                     "curve": ";".join(f"{v:.3f}" for v in res.selection_top1),
+                    "fit_workers": fit_workers,
                 }
             )
             for c, v in (

@@ -282,8 +282,9 @@ def classifier_summary(runs: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
         interval, ``chance``, ``heldout_top1`` and ``source_top1`` (means over seeds),
         ``design`` and ``chosen`` (what selection chose per seed: ``"epoch 8"``, ``"C=0.1"``),
         ``max_epochs``, ``chosen_epochs`` and ``epochs_run`` (per seed, ``;``-joined; lbfgs iterations
-        for the logistic design) and ``capped`` (seeds stopped by the epoch or iteration cap while
-        still at their best).
+        for the logistic design), ``capped`` (seeds stopped by the epoch or iteration cap while
+        still at their best), ``selection`` (``"source:<model>"`` or ``"augmented"``, the distinct
+        values over seeds, ``;``-joined) and ``fit_workers`` (the logistic fits' processes).
     """
     rows = []
     for names, g in _groups(items, _CLASSIFIER_GROUP):
@@ -317,6 +318,8 @@ def classifier_summary(runs: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
                 "chosen_epochs": ";".join(str(int(v)) for v in r["chosen_epoch"]),
                 "epochs_run": ";".join(str(int(v)) for v in r["epochs_run"]),
                 "capped": int(r["capped"].sum()),
+                "selection": ";".join(dict.fromkeys(map(str, r["selection"]))) if "selection" in r else "",
+                "fit_workers": int(r["fit_workers"].max()) if "fit_workers" in r else 1,
             }
         )
     return pd.DataFrame(rows)

@@ -113,7 +113,33 @@ def test_many_fits_in_workers_equal_each_fit_alone(data):
             np.testing.assert_array_equal(res.model.coef_, ref.model.coef_)
             np.testing.assert_array_equal(res.model.intercept_, ref.model.intercept_)
             np.testing.assert_array_equal(predict_ranks(res, data["target"]), predict_ranks(ref, data["target"]))
+    tensors = [{**jobs[0], "train_images": {m: torch.from_numpy(data[m]) for m in "abc"}}]
+    (as_tensors,) = train_logistic_many(tensors, workers=2, progress=False)
+    np.testing.assert_array_equal(as_tensors.model.coef_, got[0].model.coef_)  # got: the workers=1 run
     with pytest.raises(ValueError, match="workers must be"):
         train_logistic_many(jobs, workers=0)
     with pytest.raises(ValueError, match="logistic job 1: .*empty"):
         train_logistic_many([jobs[0], {"train_images": {}}], workers=2, progress=False)
+    with pytest.raises(ValueError, match="logistic job 0: train_images must map"):
+        train_logistic_many([{"images": data}], workers=2, progress=False)
+    # a fit that fails in a worker is named, with the error train_logistic raised
+    with pytest.raises(RuntimeError, match="logistic job 1 failed in a worker process: ValueError: cs must be"):
+        train_logistic_many([jobs[0], {**jobs[1], "cs": (0.0,)}], workers=2, progress=False)
+
+
+def test_a_worker_runs_one_thread_in_every_thread_pool():
+    """The worker's initialiser leaves one thread in each BLAS / OpenMP pool, scipy's OpenBLAS
+    (loaded with scikit-learn) included, even when the parent allows two."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from threadpoolctl import threadpool_info
+
+    from olas_utils.similarity.logistic import _one_thread
+
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=ctx, initializer=_one_thread) as pool:
+        pools = pool.submit(threadpool_info).result()
+    assert {p["user_api"] for p in pools} >= {"blas", "openmp"}, pools
+    assert any("scipy" in p["filepath"] for p in pools if p["user_api"] == "blas"), pools
+    assert all(p["num_threads"] == 1 for p in pools), pools

@@ -341,3 +341,46 @@ def test_logistic_classifier_frame_reads_chunks_back_from_images_of_unseen_model
     assert set(runs.control) == {"none", "uniform"} and len(runs) == 4
     with pytest.raises(ValueError, match="design"):
         crosslm.classifier_frame(s, keys=["ola:1"], epochs=1, design="svm", progress=False)
+
+
+def test_logistic_frame_fits_each_cell_as_a_direct_call_would():
+    """All logistic fits run first (in worker processes), then the table: every (cell, seed) row holds the
+    fit a direct one-thread ``train_logistic`` call gives — one fit for all seeds with a held-out source,
+    one fit per seed (its own augmented selection copy) with a single source."""
+    import sklearn.linear_model  # noqa: F401 - loaded before the thread limit
+    from threadpoolctl import threadpool_limits
+
+    from olas_utils.similarity.evaluation import predict_ranks
+    from olas_utils.similarity.logistic import train_logistic
+
+    rng = np.random.default_rng(1)
+    base = rng.random((6, 16, 16)).astype(np.float32)
+    arrays = {m: base + 0.3 * rng.random(base.shape).astype(np.float32) for m in "xyz"}
+    common = rng.random((1, 16, 16)).astype(np.float32)  # the one-source family: chunks barely apart, so that
+    arrays |= {m: common + 0.05 * rng.random(base.shape).astype(np.float32) for m in "pq"}  # seeds' copies differ
+    caches = {("none", "paper"): {m: _Images({"ola:1": a}) for m, a in arrays.items()}}
+    fams = {**{m: "causal" for m in "xyz"}, **{m: "encoder" for m in "pq"}}
+    s = crosslm.ImageSet(caches=caches, families=fams, keys=["ola:1"])
+    runs, it = crosslm.classifier_frame(
+        s,
+        keys=["ola:1"],
+        epochs=1,
+        targets="all",
+        refit=True,
+        design="logistic",
+        seeds=(0, 4),
+        progress=False,
+        workers=2,
+    )
+    assert set(runs.fit_workers) == {2} and len(runs) == 5 * 2
+    for _, r in runs.iterrows():
+        sources = r["sources"].split(", ")
+        with threadpool_limits(1):
+            ref = train_logistic({m: arrays[m] for m in sources}, seed=int(r["seed"]), refit=len(sources) >= 2)
+        ranks = it[(it.target == r["target"]) & (it.seed == r["seed"])].sort_values("chunk")["rank"].to_numpy()
+        np.testing.assert_array_equal(ranks, predict_ranks(ref, arrays[r["target"]]))
+        assert r["chosen"] == f"C={ref.c:g}" and r["selection"] == ref.selection and r["epochs_run"] == ref.n_iter
+        assert r["selection"] == ("augmented" if r["family"] == "encoder" else f"source:{sources[-1]}")
+        assert r["curve"] == ";".join(f"{v:.3f}" for v in ref.selection_top1)
+    single = runs[runs.family == "encoder"]
+    assert single.groupby("target").curve.nunique().eq(2).all()  # each seed's own augmented copy: its own curve

@@ -208,7 +208,8 @@ def test_headline_variant_is_chosen_on_transfer_between_non_target_models_only()
 
 def test_classifier_text_says_when_seeds_repeat_one_deterministic_logistic_fit():
     """A logistic fit chosen on a held-out source has no seed: its text must not call the
-    repeated outcome a mean over seeds; a ResNet's spread over seeds is reported as such."""
+    repeated outcome a mean over seeds; a single source's per-seed fits and a ResNet's seeds are a
+    spread over seeds, reported as such."""
     from olas_utils.studies.crosslm_report import _classifier_lines
     from olas_utils.vocabulary import ENCODER, Control
 
@@ -232,7 +233,12 @@ def test_classifier_text_says_when_seeds_repeat_one_deterministic_logistic_fit()
         "capped": 0,
         "chosen_epochs": "",
     }
-    logistic = _classifier_lines(pd.DataFrame([{**row, "design": "logistic"}]), None)[0]
+    logistic = _classifier_lines(pd.DataFrame([{**row, "design": "logistic", "selection": "source:s"}]), None)[0]
     assert "one deterministic fit, repeated for its 3 seeds" in logistic and "mean of 3 seeds" not in logistic
+    assert "C chosen on the held-out source" in logistic
+    # one source: each seed chooses C on its own augmented copy, a real (here zero) spread over seeds
+    single = _classifier_lines(pd.DataFrame([{**row, "design": "logistic", "selection": "augmented"}]), None)[0]
+    assert "mean of 3 seeds, sd 0.0 points" in single and "deterministic" not in single
+    assert "augmented copy of the one source, per seed" in single
     resnet = _classifier_lines(pd.DataFrame([{**row, "design": "resnet18", "top1 sd": 0.02}]), None)[0]
     assert "mean of 3 seeds, sd 2.0 points" in resnet and "deterministic" not in resnet
