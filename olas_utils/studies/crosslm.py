@@ -380,7 +380,8 @@ def classifier_frame(
             ``min_epochs`` do not apply, and the epoch columns hold lbfgs iterations).
         min_epochs: ResNet-18 only: never stop before this many epochs.
         workers: logistic only: fits run side by side, one BLAS thread each
-            (:func:`olas_utils.similarity.logistic.train_logistic_many`; default one per core).
+            (:func:`olas_utils.similarity.logistic.train_logistic_many`; default
+            :func:`~olas_utils.similarity.logistic.logistic_workers`: one per core, at most 8).
 
     Returns:
         ``(runs, items)``. ``runs``: one row per (family, control, target, key, seed) with
