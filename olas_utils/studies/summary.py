@@ -166,15 +166,46 @@ def _counts(row: pd.Series, who: str) -> list[str]:
     return [v for v in (BEATS, INDISTINGUISHABLE, LOSES) for _ in range(int(row[f"{who} {v}"]))]
 
 
-def _transfer(folder: Path, label: str) -> list[str]:
+def _strongest(folder: Path) -> dict[tuple[str, str], str]:
+    """Per (task, family) of ``04_transfer_summary``, which control was the strongest for how
+    many targets (``"baseline for 3 of 3"``); the family ``"all"`` counts every target."""
+    s = _read(folder, "04_transfer_summary", ("strongest control",))
+    if not isinstance(s, pd.DataFrame):
+        return {}
+    out = {}
+    groups = [*s.groupby(["task", "family"]), *(((t, "all"), g) for t, g in s.groupby("task"))]
+    for (task, family), g in groups:
+        counts = g["strongest control"].value_counts()
+        out[(task, family)] = ", ".join(f"{name} for {n} of {len(g)}" for name, n in counts.items())
+    return out
+
+
+#: The columns of a ``04_verdict`` row that must agree for a wide row to repeat a quick row.
+_VERDICT_VALUES = (
+    "targets",
+    "TOA beats",
+    "TOA indistinguishable",
+    "TOA loses",
+    "mean TOA − strongest",
+    "mean TOA − strongest low",
+    "mean TOA − strongest high",
+    "mean self − strongest",
+)
+
+
+def _transfer(folder: Path, label: str, repeats: pd.DataFrame | None = None) -> list[str]:
+    """The transfer bullets of one profile's ``04_verdict``; a row whose counts and margins equal
+    a row of ``repeats`` (the quick table: the wide profile reuses quick's cached adapters) says so."""
     v = _read(folder, "04_verdict", ("TOA beats", "mean TOA − strongest low"))
+    table = "04_verdict" if label == "quick" else f"{folder.name}/04_verdict"
     if v is None:
         return []
     if isinstance(v, str):
         return [
-            f"- **Transfer, {label}** (`{folder.name}/04_verdict`): written by a one-seed run from before the tables had "
+            f"- **Transfer, {label}** (`{table}`): written by a one-seed run from before the tables had "
             f"intervals and verdicts; not summarised here (re-run: `make reproduce PROFILE={label}`)."
         ]
+    strongest = _strongest(folder)
     lines = []
     for _, r in v.iterrows():
         fam = "" if r["family"] == "all" else f", {r['family']}"
@@ -184,12 +215,23 @@ def _transfer(folder: Path, label: str) -> list[str]:
             raise ValueError(
                 f"{folder}/04_verdict.csv row {r['task']}{fam}: verdict counts do not sum to its {n} targets"
             )
+        same = ""
+        if isinstance(repeats, pd.DataFrame):
+            # any family: quick's one-family table has only its "all" row
+            match = repeats[repeats["task"] == r["task"]]
+            if any(
+                all(round(float(q[c]), 6) == round(float(r[c]), 6) for c in _VERDICT_VALUES)
+                for _, q in match.iterrows()
+            ):
+                same = " (the quick row's runs and numbers: its adapters are reused from the cache)"
+        who = strongest.get((r["task"], r["family"]))
         lines.append(
-            f"- **Transfer, {label}: {r['task']}{fam}** (`04_verdict`, {r['metric']}): the headline TOA beats the "
+            f"- **Transfer, {label}: {r['task']}{fam}** (`{table}`, {r['metric']}){same}: the headline TOA beats the "
             f"strongest control on {_tally(toa)} targets, mean margin "
             f"{_pts(r['mean TOA − strongest'], r['mean TOA − strongest low'], r['mean TOA − strongest high'])}; "
             f"the self-trained adapter on {_tally(own)}, mean margin "
-            f"{_pts(r['mean self − strongest'], r['mean self − strongest low'], r['mean self − strongest high'])}."
+            f"{_pts(r['mean self − strongest'], r['mean self − strongest low'], r['mean self − strongest high'])}"
+            + (f"; strongest control: {who}." if who else ".")
         )
     return lines
 
@@ -211,7 +253,7 @@ def results_summary(results_dir: str | Path | None = None) -> str:
         raise FileNotFoundError(f"no results folder {folder}; run make reproduce first")
     lines = _retrieval(folder) + _classifier(folder) + _parser(folder) + _transfer(folder, "quick")
     if (folder / "wide").is_dir():
-        lines += _transfer(folder / "wide", "wide")
+        lines += _transfer(folder / "wide", "wide", repeats=_read(folder, "04_verdict", ("TOA beats",)))
     return "\n".join(lines) + "\n"
 
 

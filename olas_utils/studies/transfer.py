@@ -89,7 +89,7 @@ CONDITIONS = (
 #: multi-source training and the headline choice mean something; its sentences and training
 #: settings are notebook 03's (:data:`~olas_utils.studies.profiles.SHARED_SIZES`,
 #: ``SHARED_TRAINING``), so minilm-l6's dependency adapter and the controls are shared.
-#: The ``wide`` profile (CPU, about two hours; ``reproduce --profile wide`` writes
+#: The ``wide`` profile (CPU, 127 min from empty caches on 2 cores, measured 2026-12-03; ``reproduce --profile wide`` writes
 #: ``results/wide/``) keeps the quick sizes and settings and adds the causal family and the
 #: relation task, so every quick adapter is shared. Every task on the full zoo runs in the
 #: paper profile (or pass ``models`` / ``tasks``).

@@ -95,3 +95,25 @@ def test_committed_readme_quotes_the_committed_results():
     assert block.strip() == summary.results_summary(project_root() / "results").strip(), (
         "README.md's results summary is out of step with results/: run python -m olas_utils.studies.summary"
     )
+
+
+def test_wide_rows_name_their_folder_their_strongest_control_and_a_repeat_of_quick(results):
+    frame, titems = _transfer({"e1": 0.55, "e2": None, "e3": 0.12})
+    s = transfer_report.task_summary(frame, titems)
+    write_table(s, results / "04_transfer_summary")
+    (results / "wide").mkdir()
+    write_table(s, results / "wide" / "04_transfer_summary")
+    verdict = transfer_report.verdict_frame(s, titems)
+    write_table(verdict, results / "wide" / "04_verdict")
+    text = summary.results_summary(results)
+    wide = [line for line in text.splitlines() if line.startswith("- **Transfer, wide")]
+    assert len(wide) == len(verdict) and all("(`wide/04_verdict`" in line for line in wide)
+    assert all("the quick row's runs and numbers" in line for line in wide)
+    names = s["strongest control"].value_counts()
+    expected = ", ".join(f"{name} for {n} of {len(s)}" for name, n in names.items())
+    assert f"strongest control: {expected}." in wide[0]
+    # another number: not a repeat
+    verdict["mean TOA − strongest"] += 0.01
+    write_table(verdict, results / "wide" / "04_verdict")
+    text = summary.results_summary(results)
+    assert "the quick row's runs and numbers" not in text
