@@ -241,7 +241,8 @@ def results_summary(results_dir: str | Path | None = None) -> str:
     ``results_dir`` (default ``results/``) and its ``wide/`` folder.
 
     Reads ``02_verdict``, ``02_classifier_verdict``, ``03_parser_controls``,
-    ``03_parser_orders``, ``03_probes_uuas`` and ``04_verdict`` (``.csv``); a table that is
+    ``03_parser_orders``, ``03_probes_uuas``, ``04_verdict`` and ``04_transfer_summary`` (its
+    ``strongest control`` per target) (``.csv``); a table that is
     absent is left out, one written before the tables had intervals is named as such.
 
     Raises:
