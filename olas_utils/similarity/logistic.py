@@ -334,13 +334,13 @@ def train_logistic_many(
 
 
 def _run_pool(jobs: list[dict], workers: int, out: list, bar) -> None:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    ctx = multiprocessing.get_context("spawn")  # fork after OpenMP start-up can deadlock the child
-    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_one_thread)
-    try:
+    from olas_utils.pools import spawn_pool
+
+    # an interrupt or a failed fit stops every worker at once: no fit is kept from this call
+    with spawn_pool(workers, initializer=_one_thread) as pool:
         futures = {pool.submit(_fit_job, i, job): i for i, job in enumerate(jobs)}
         for fut in as_completed(futures):
             try:
@@ -353,11 +353,3 @@ def _run_pool(jobs: list[dict], workers: int, out: list, bar) -> None:
                     "Run again with fewer workers if memory ran out"
                 ) from e
             bar.update(1)
-    except BaseException:
-        # stop at once (an interrupt, a failed fit): no fit is kept from this call
-        for p in list((getattr(pool, "_processes", None) or {}).values()):
-            p.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    else:
-        pool.shutdown(wait=True)

@@ -127,9 +127,10 @@ def fit_many(
 
 
 def _run_pool(pending: list, workers: int, progress: bool, desc: str) -> None:
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
+
+    from olas_utils.pools import spawn_pool
 
     threads = max(1, torch.get_num_threads() // workers)
     bar = tqdm(
@@ -138,38 +139,30 @@ def _run_pool(pending: list, workers: int, progress: bool, desc: str) -> None:
         disable=not progress,
         unit="run",
     )
-    ctx = multiprocessing.get_context("spawn")  # fork after OpenMP start-up can deadlock the child
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
     names: dict = {}
     running: list[str] = []
+    # an interrupt or a failed run stops every worker at once: checkpoints are written
+    # atomically, so killed runs resume from their last one next time
     try:
-        for job in pending:
-            names[pool.submit(_fit_in_worker, _pack(job))] = str(job.get("desc", "adapter"))
-        left = set(names)
-        while left:
-            running = [names[f] for f in names if f in left and f.running()]
-            done, left = wait(left, return_when=FIRST_COMPLETED)
-            for f in done:
-                try:
-                    bar.set_postfix_str(f.result()[-60:])  # re-raises a worker's error here
-                except BrokenProcessPool as e:
-                    unfinished = [names[f] for f in names if f in left or f in done and f.exception() is not None]
-                    raise RuntimeError(
-                        f"a worker process died while training (killed: out of memory, a signal, or a crash in "
-                        f"native code): in flight (running or queued) {', '.join(running) or ', '.join(unfinished)}; not finished "
-                        f"{', '.join(unfinished)}. Finished runs and the last checkpoint of each killed run are "
-                        "kept: run the same call again to resume from the checkpoints (with fewer workers if memory "
-                        "ran out)"
-                    ) from e
-                bar.update(1)
-    except BaseException:
-        # stop at once (an interrupt, or a failed run): checkpoints are written atomically,
-        # so killed runs resume from their last one next time
-        for p in list((getattr(pool, "_processes", None) or {}).values()):
-            p.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    else:
-        pool.shutdown(wait=True)
+        with spawn_pool(workers, initializer=_init_worker, initargs=(threads,)) as pool:
+            for job in pending:
+                names[pool.submit(_fit_in_worker, _pack(job))] = str(job.get("desc", "adapter"))
+            left = set(names)
+            while left:
+                running = [names[f] for f in names if f in left and f.running()]
+                done, left = wait(left, return_when=FIRST_COMPLETED)
+                for f in done:
+                    try:
+                        bar.set_postfix_str(f.result()[-60:])  # re-raises a worker's error here
+                    except BrokenProcessPool as e:
+                        unfinished = [names[f] for f in names if f in left or f in done and f.exception() is not None]
+                        raise RuntimeError(
+                            f"a worker process died while training (killed: out of memory, a signal, or a crash in "
+                            f"native code): in flight (running or queued) {', '.join(running) or ', '.join(unfinished)}; not finished "
+                            f"{', '.join(unfinished)}. Finished runs and the last checkpoint of each killed run are "
+                            "kept: run the same call again to resume from the checkpoints (with fewer workers if memory "
+                            "ran out)"
+                        ) from e
+                    bar.update(1)
     finally:
         bar.close()

@@ -4,6 +4,8 @@ pool's own cap and checks (similarity.logistic.logistic_workers)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -32,3 +34,30 @@ def test_logistic_workers_default_cap_jobs_and_bad_values(monkeypatch):
     for bad in (0, -1, True, 1.5, "2"):
         with pytest.raises(ValueError, match="workers must be a positive integer"):
             logistic.logistic_workers(bad, 10)
+
+
+def test_spawn_pool_runs_jobs_and_stops_its_workers_at_once_on_an_error():
+    import time
+
+    from olas_utils.pools import spawn_pool
+
+    with spawn_pool(1) as pool:
+        assert pool.submit(pow, 3, 4).result() == 81
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with spawn_pool(2) as pool:
+            pool.submit(time.sleep, 60)
+            pool.submit(pow, 2, 2).result()  # the other worker is running the 60 s job
+            procs = list(pool._processes.values())
+            raise KeyboardInterrupt
+
+    def running(pid):  # a zombie has exited (the pool's own thread may not have reaped it yet)
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    while any(running(p.pid) for p in procs) and time.monotonic() - start < 30:
+        time.sleep(0.1)
+    assert not any(running(p.pid) for p in procs)
+    assert time.monotonic() - start < 30  # not the 60 s of the job in flight
