@@ -96,6 +96,14 @@ MIXING_SPECS: dict[str, MixingSpec] = {
         ffn_norm=NormSpec("output.LayerNorm"),
         value_proj="attention.attn.v",
     ),
+    # TransformerBlock: sa_layer_norm(attention(x; q_lin, k_lin, v_lin → out_lin) + x) → ffn → output_layer_norm
+    "DistilBertSelfAttention": MixingSpec(
+        layer_up=1,
+        out_proj="attention.out_lin",
+        residual="attention",
+        post_norm=NormSpec("sa_layer_norm"),
+        ffn_norm=NormSpec("output_layer_norm"),
+    ),
     # decoder layer: x + self_attn(input_layernorm(x)) → post_attention_layernorm → mlp
     "LlamaAttention": _PRE_RMSNORM,
     "Qwen2Attention": _PRE_RMSNORM,

@@ -382,6 +382,57 @@ def _retrieval_verdict_lines(verdict: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _lineage_lines(lineage_verdict: pd.DataFrame, gap: pd.DataFrame | None) -> list[str]:
+    """The reading of ``02_lineage_verdict`` and ``02_lineage_gap``: per distinct order-1 cell,
+    whether OLA beats its strongest control on pairs of different lineages (the claim that
+    survives inheritance), and how within- and across-lineage pairs differ."""
+    lines = [
+        "\n**Within vs across lineage** (`02_lineage_verdict`: the same verdict on the ordered pairs of one lineage "
+        "and on pairs of different lineages, each against its strongest control on those pairs, Holm over the "
+        f"table's {len(lineage_verdict)} cells; lineages from the zoo registry, `olas models`)"
+    ]
+    one = lineage_verdict[lineage_verdict.key == "ola:1"]
+    for (protocol, family), g in one.groupby(["protocol", "family"], sort=False):
+        parts = []
+        for _, v in g.iterrows():
+            parts.append(
+                f"{v['lineage']} ({int(v['pairs'])} pairs) OLA {_ci(v['ola_hit@1'], v['ola_low'], v['ola_high'])} vs "
+                f"{control_name(v['strongest_control'])} {_ci(v['control_hit@1'], v['control_low'], v['control_high'])}"
+                f" — {_SAYS.get(v['verdict'], v['verdict'])}"
+            )
+        lines.append(f"- {protocol}, {family}, order 1: " + "; ".join(parts) + ".")
+    across = lineage_verdict[lineage_verdict.lineage == "across"]
+    if len(across):
+        c = across["verdict"].value_counts()
+        lines.append(
+            f"- Across lineages, over every key and protocol: OLA or its baseline beats its strongest control in "
+            f"{int(c.get(BEATS, 0))} of {len(across)} cells ({int(c.get(INDISTINGUISHABLE, 0))} indistinguishable, "
+            f"{int(c.get(LOSES, 0))} lose); `released` and `paper` share the encoders' trained outcomes, so each "
+            "encoder cell appears twice."
+        )
+    if gap is not None and len(gap):
+        g1 = gap[gap.key == "ola:1"]
+        for _, r in g1.iterrows():
+            lines.append(
+                f"- {r['protocol']}, {r['family']}, order 1: within − across lineage "
+                f"{_pts(r['gap'], r['gap_low'], r['gap_high'])} (`02_lineage_gap`; crossed bootstrap, Holm over "
+                f"{int(r['holm_cells'])} cells) — "
+                + (
+                    "within-lineage pairs retrieve better: part of the similarity is inheritance."
+                    if r["verdict"] == BEATS
+                    else "across-lineage pairs retrieve better."
+                    if r["verdict"] == LOSES
+                    else "indistinguishable after the Holm correction (the interval shown is uncorrected)."
+                )
+            )
+    missing = sorted(set(lineage_verdict.family) - set(lineage_verdict[lineage_verdict.lineage == "within"].family))
+    if missing:
+        lines.append(
+            f"- No within-lineage pair among the {', '.join(missing)} models: only across-lineage cells there."
+        )
+    return lines
+
+
 def _paper_range_lines(summary: pd.DataFrame) -> list[str]:
     lo1, hi1 = PAPER_RANGES["retrieval_clm_order1_hit1"]
     lo5, hi5 = PAPER_RANGES["retrieval_clm_order1_hit5"]
@@ -507,6 +558,8 @@ def comparison_markdown(
     n_chunks: int,
     models: list[str] | None = None,
     corpus: str = "conll2003",
+    lineage_verdict: pd.DataFrame | None = None,
+    lineage_gap: pd.DataFrame | None = None,
 ) -> str:
     """What the run shows, every number, interval and verdict taken from its tables
     (nothing typed in): OLA against its strongest control per cell of ``verdict`` (the
@@ -522,11 +575,15 @@ def comparison_markdown(
         n_chunks: the corpus size.
         models: the run's models (named in the closing caveats).
         corpus: the corpus' name.
+        lineage_verdict: :func:`olas_utils.studies.crosslm_stats.lineage_verdict_frame` (optional).
+        lineage_gap: :func:`olas_utils.studies.crosslm_stats.lineage_gap_frame` (optional).
 
     Returns:
         Markdown text.
     """
     lines = _retrieval_verdict_lines(verdict) if len(verdict) else []
+    if lineage_verdict is not None and len(lineage_verdict):
+        lines += _lineage_lines(lineage_verdict, lineage_gap)
     lines += _paper_range_lines(summary)
     if classifier is not None and len(classifier):
         lines += _classifier_lines(classifier, classifier_verdict)
@@ -535,7 +592,11 @@ def comparison_markdown(
         + (_models_note(models) if models else "the models")
         + f"; the corpus ({corpus}, {n_chunks} chunks, against CoNLL-2012 and 1,000 chunks in the paper); the "
         "tokenizers, which the `released` and `paper` protocols only bridge by resizing, while `word` aligns words "
-        "exactly and pools them neutrally (uniform attention then gives every model the same image). Model pairs that "
-        "share a lineage are pooled with independent ones here (docs/method.md#rules-of-evidence)."
+        "exactly and pools them neutrally (uniform attention then gives every model the same image). "
+        + (
+            "The family rows above pool pairs of one lineage with independent ones; the lineage rows split them."
+            if lineage_verdict is not None and len(lineage_verdict)
+            else "Model pairs that share a lineage are pooled with independent ones here (docs/method.md#rules-of-evidence)."
+        )
     )
     return "\n".join(lines)

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from olas_utils.uncertainty import Interval, interval, margin, verdicts
+from olas_utils.uncertainty import Interval, interval, margin, margin_of, ratio, verdicts
 from olas_utils.vocabulary import Control
 
 __all__ = [
@@ -34,7 +34,14 @@ __all__ = [
     "verdict_frame",
     "classifier_summary",
     "classifier_verdict_frame",
+    "with_lineage",
+    "lineage_verdict_frame",
+    "lineage_gap_frame",
 ]
+
+#: The ``lineage`` column of :func:`with_lineage`: the two models' weights descend from one
+#: pretrained checkpoint (``olas_utils.zoo.registry.same_lineage``), or from different ones.
+WITHIN, ACROSS = "within", "across"
 
 _TRAINED = Control.TRAINED.ident
 _RETRIEVAL_GROUP = ["protocol", "family", "control", "key", "metric"]
@@ -212,6 +219,106 @@ def _verdict_cells(cells: list[dict], label: str) -> pd.DataFrame:
     if len(out):
         out.insert(out.columns.get_loc("p") + 1, "verdict", verdicts(margins))
         out.insert(out.columns.get_loc("verdict") + 1, "holm_cells", len(margins))
+    return out
+
+
+def with_lineage(items: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``items`` whose two models' lineages are known, with a ``lineage`` column:
+    :data:`WITHIN` (one lineage, e.g. minilm-l6 and e5-small, both MiniLM) or :data:`ACROSS`.
+
+    Args:
+        items: rows with ``target`` and ``source`` model names (retrieval items, transfer rows).
+
+    Returns:
+        A copy of the rows of known lineage (zoo models; a Hugging Face id or folder has none and
+        is left out), ``lineage`` added.
+    """
+    from olas_utils.zoo.registry import same_lineage
+
+    pairs = items[["target", "source"]].drop_duplicates()
+    known = {(t, s): same_lineage(t, s) for t, s in pairs.itertuples(index=False, name=None)}
+    flag = pd.Series([known[(t, s)] for t, s in zip(items["target"], items["source"])], index=items.index)
+    out = items[flag.notna()].copy()
+    out["lineage"] = np.where(flag[flag.notna()].astype(bool), WITHIN, ACROSS)
+    return out
+
+
+def lineage_verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
+    """:func:`verdict_frame` with the ordered pairs of one lineage and of different lineages
+    apart: per ``(protocol, family, key, lineage)`` the trained models' Hit@1 against the
+    strongest control *on the same pairs*, Holm-corrected over this table's cells. Whether a
+    claim holds across lineages is read from the ``across`` rows.
+
+    Args:
+        items: :func:`olas_utils.studies.crosslm.retrieval_items`.
+        metric: the retrieval metric compared.
+
+    Returns:
+        The columns of :func:`verdict_frame` (without ``same_trained_as``) plus ``lineage``
+        and ``models`` (the models of the cell's pairs). Empty when no cell has both kinds of
+        pairs' lineage known or the run has no control.
+    """
+    s = with_lineage(items[items["metric"] == metric])
+    cells = []
+    by = ["protocol", "family", "key", "lineage"]
+    for names, g in _groups(s, by):
+        systems = {c: outcome_array(gc) for c, gc in _groups(g, ["control"])}
+        systems = {(c[0] if isinstance(c, tuple) else c): v for c, v in systems.items()}
+        if _TRAINED not in systems or len(systems) < 2:
+            continue
+        trained = systems.pop(_TRAINED)
+        models = sorted({m for pair in trained[1] for m in pair})
+        cells.append(
+            {
+                "meta": dict(zip(by, names)),
+                "trained": trained,
+                "controls": systems,
+                "extra": {"models": ", ".join(models)},
+                "units": ["pairs", "chunks"],
+            }
+        )
+    return _verdict_cells(cells, "hit@1")
+
+
+def lineage_gap_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
+    """How much higher the trained models' Hit@1 is between models of one lineage than between
+    models of different lineages: per ``(protocol, family, key)`` with pairs of both kinds,
+    the within- and across-lineage Hit@1 (mean over the group's ordered pairs and chunks), and
+    their difference with a crossed bootstrap interval — the chunks drawn once for both groups
+    (the same chunks), each group's pairs drawn on their own (different pairs)
+    (:func:`olas_utils.uncertainty.margin_of` with pairs as runs); verdicts Holm-corrected
+    over the table's cells (``beats``: within-lineage pairs retrieve better).
+
+    Args:
+        items: :func:`olas_utils.studies.crosslm.retrieval_items`.
+        metric: the retrieval metric.
+
+    Returns:
+        One row per cell: ``within_hit@1``, ``within_low``, ``within_high``, ``within_pairs``,
+        the same for ``across``, ``gap``, ``gap_low``, ``gap_high``, ``p``, ``verdict``,
+        ``holm_cells``, ``chunks``. Empty when no cell has both kinds of pairs.
+    """
+    s = with_lineage(items[(items["metric"] == metric) & (items["control"] == _TRAINED)])
+    rows, gaps = [], []
+    for names, g in _groups(s, ["protocol", "family", "key"]):
+        groups = {lin: outcome_array(gl)[0] for lin, gl in _groups(g, ["lineage"])}
+        groups = {(k[0] if isinstance(k, tuple) else k): v for k, v in groups.items()}
+        if set(groups) != {WITHIN, ACROSS}:
+            continue
+        counts = {k: np.stack([v, np.ones_like(v)], axis=-1) for k, v in groups.items()}  # (pairs, chunks, 2)
+        row = dict(zip(["protocol", "family", "key"], names))
+        for k in (WITHIN, ACROSS):
+            iv = interval(groups[k])
+            row.update({f"{k}_hit@1": iv.estimate, f"{k}_low": iv.low, f"{k}_high": iv.high})
+            row[f"{k}_pairs"] = groups[k].shape[0]
+        gap = margin_of(ratio, counts[WITHIN], counts[ACROSS])
+        gaps.append(gap)
+        row.update(gap=gap.estimate, gap_low=gap.low, gap_high=gap.high, p=gap.p_value, chunks=groups[WITHIN].shape[1])
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    if len(out):
+        out.insert(out.columns.get_loc("p") + 1, "verdict", verdicts(gaps))
+        out.insert(out.columns.get_loc("verdict") + 1, "holm_cells", len(gaps))
     return out
 
 

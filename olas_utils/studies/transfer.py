@@ -85,8 +85,9 @@ CONDITIONS = (
 #: (dev: the task's dev split or a held-out tenth of its training split); ``workers``:
 #: adapters trained at the same time on a CPU (:func:`olas_utils.toa.parallel.fit_many`).
 #: The quick profile fits the 2-core budget with one task, dependency (the task self-trained
-#: adapters learn best, so transfer can be tested), on three encoders, the fewest with which
-#: multi-source training and the headline choice mean something; its sentences and training
+#: adapters learn best, so transfer can be tested), on four encoders: three of the MiniLM lineage
+#: and distilbert-gector (DistilBERT from bert-base-cased), so that transfer between independent
+#: lineages is tested beside transfer within one (``04_lineage``); its sentences and training
 #: settings are notebook 03's (:data:`~olas_utils.studies.profiles.SHARED_SIZES`,
 #: ``SHARED_TRAINING``), so minilm-l6's dependency adapter and the controls are shared.
 #: The ``wide`` profile (CPU, 127 min from empty caches on 2 cores, measured 2026-12-03; ``reproduce --profile wide`` writes
@@ -104,7 +105,7 @@ PROFILES: dict[str, TransferProfile] = {
         input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS),
     ),
     "quick": TransferProfile(
-        models=("minilm-l6", "paraphrase-minilm-l3", "e5-small"),
+        models=("minilm-l6", "paraphrase-minilm-l3", "e5-small", "distilbert-gector"),
         tasks=("dependency",),
         sizes=SHARED_SIZES["quick"],
         keys=("ola:1",),

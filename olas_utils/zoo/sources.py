@@ -233,7 +233,7 @@ def verify_sources(name: str) -> str:
     if entry.strategy == "hf_folder":
         f = paths[0] / entry.weights_file
         actual, what = sha256_file(f), str(f)
-    elif entry.strategy in ("gguf_file", "onnx_bert", "e5s1"):  # one file, hashed as it is
+    elif entry.strategy in ("gguf_file", "onnx_bert", "onnx_distilbert", "e5s1"):  # one file, hashed as it is
         actual, what = sha256_file(paths[0]), str(paths[0])
     elif entry.strategy == "gguf_parts":
         with ConcatReader(paths) as r:

@@ -23,11 +23,22 @@ SENTS = [
 def reference_blocks(model, inputs):
     """Per layer: the real attention-block output y (B, T, d) and, for post-LN models, the real
     input of the post norm, read from the layer / attention-block modules themselves."""
-    post_ln = hasattr(model, "encoder")
-    layers = model.encoder.layer if post_ln else model.model.layers
+    post_ln = hasattr(model, "encoder") or hasattr(model, "transformer")
+    if hasattr(model, "transformer"):  # DistilBERT
+        layers = model.transformer.layer
+    else:
+        layers = model.encoder.layer if post_ln else model.model.layers
     got, handles = [{} for _ in layers], []
     for rec, layer in zip(got, layers):
-        if post_ln and hasattr(layer.attention, "attn"):  # MPNet: LayerNorm(attn(x) + x)
+        if hasattr(layer, "sa_layer_norm"):  # DistilBERT: sa_layer_norm(attention(x) + x)
+            handles.append(
+                layer.register_forward_pre_hook(
+                    lambda m, a, k, rec=rec: rec.update(x=a[0] if a else k["hidden_states"]), with_kwargs=True
+                )
+            )
+            handles.append(layer.attention.register_forward_hook(lambda m, a, o, rec=rec: rec.update(o=o[0])))
+            handles.append(layer.sa_layer_norm.register_forward_hook(lambda m, a, o, rec=rec: rec.update(y=o)))
+        elif post_ln and hasattr(layer.attention, "attn"):  # MPNet: LayerNorm(attn(x) + x)
             handles.append(
                 layer.attention.register_forward_hook(
                     lambda m, a, o, rec=rec: rec.update(x=a[0], y=o[0]),

@@ -43,6 +43,7 @@ EXPECTED_LAYERS = {
     "e5-small": 12,
     "paraphrase-minilm-l3": 3,
     "splade-tiny": 2,
+    "distilbert-gector": 6,
     "smollm2-135m": 30,
     "gemma3-270m": 18,
     "qwen2.5-0.5b": 24,
@@ -185,6 +186,7 @@ def test_registry_contents():
         "e5-small",
         "paraphrase-minilm-l3",
         "splade-tiny",
+        "distilbert-gector",
         "smollm2-135m",
         "gemma3-270m",
         "qwen2.5-0.5b",
@@ -194,7 +196,7 @@ def test_registry_contents():
     assert [e.name for e in zoo.list_models(include_optional=False)] == list(DEFAULT_MODELS)
     assert not REGISTRY["qwen2.5-1.5b"].default
     fams = [REGISTRY[n].family for n in DEFAULT_MODELS]
-    assert fams == ["encoder"] * 5 + ["causal"] * 3  # encoders first
+    assert fams == ["encoder"] * 6 + ["causal"] * 3  # encoders first
     strategies = {n: REGISTRY[n].strategy for n in REGISTRY}
     assert strategies == {
         "minilm-l6": "hf_folder",
@@ -202,6 +204,7 @@ def test_registry_contents():
         "e5-small": "e5s1",
         "paraphrase-minilm-l3": "onnx_bert",
         "splade-tiny": "hf_folder",
+        "distilbert-gector": "onnx_distilbert",
         "smollm2-135m": "gguf_file",
         "gemma3-270m": "gguf_parts",
         "qwen2.5-0.5b": "gguf_parts",
@@ -652,3 +655,50 @@ def test_real_model_prepares_loads_and_passes_sanity(name):
     rand_report = zoo.sanity_check(rand, n_sentences=20)  # fails by > 5 nats; 20 sentences suffice
     print(rand_report)
     assert not rand_report.passed, str(rand_report)
+
+
+# --------------------------------------------------------------------------------------
+# lineage: recorded for every model, shown by `olas models`, and checked where it can be
+# --------------------------------------------------------------------------------------
+
+
+def test_every_zoo_model_records_its_lineage():
+    from olas_utils.zoo.registry import LINEAGES, same_lineage
+
+    for name, e in REGISTRY.items():
+        assert e.lineage and e.parents and e.objective and e.tokenizer_family, name
+        assert LINEAGES[name] == e.lineage
+    # ../shared/models.md: three encoders descend from MiniLM; mpnet-base, splade-tiny and
+    # distilbert-gector each from another checkpoint; the causal models from three more
+    minilm = {n for n, lineage in LINEAGES.items() if lineage == "MiniLM"}
+    assert minilm == {"minilm-l6", "paraphrase-minilm-l3", "e5-small"}
+    assert len({LINEAGES[n] for n in ("mpnet-base", "splade-tiny", "distilbert-gector")} | {"MiniLM"}) == 4
+    assert same_lineage("minilm-l6", "e5-small") is True
+    assert same_lineage("minilm-l6", "distilbert-gector") is False
+    assert same_lineage("qwen2.5-0.5b", "qwen2.5-1.5b") is True
+    assert same_lineage("minilm-l6", "minilm-l6:random") is None  # a control copy descends from nothing
+    assert same_lineage("minilm-l6", "bert-base-cased") is None  # outside the zoo: unknown
+
+
+@pytest.mark.real_model
+def test_recorded_tokenizer_sizes_are_the_prepared_tokenizers():
+    """The vocabulary size written in each default model's ``tokenizer_family`` is the size of
+    the tokenizer that ``prepare`` wrote (read here with ``transformers`` itself)."""
+    import re
+
+    from transformers import AutoTokenizer
+
+    for name in DEFAULT_MODELS:
+        recorded = int(re.search(r"(\d[\d,]*\d)", REGISTRY[name].tokenizer_family).group(1).replace(",", ""))
+        assert len(AutoTokenizer.from_pretrained(str(zoo.prepare(name)))) == recorded, name
+
+
+def test_olas_models_prints_the_lineage_table(capsys):
+    from olas_utils.zoo.cli import main
+
+    main(["list", "--no-verify"])
+    out = capsys.readouterr().out
+    assert "lineage" in out and "objective" in out
+    for name, e in REGISTRY.items():
+        row = next(line for line in out.splitlines()[out.splitlines().index("") :] if line.startswith(name + " "))
+        assert e.lineage in row and e.parents[0] in row, row

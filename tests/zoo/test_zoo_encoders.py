@@ -278,3 +278,107 @@ def test_new_encoders_listed_by_olas_models():
     rows = {line.split()[0]: line for line in r.stdout.splitlines() if line.strip()}
     for name in ("e5-small", "paraphrase-minilm-l3", "splade-tiny"):
         assert name in rows and "encoder" in rows[name], r.stdout
+
+
+# --------------------------------------------------------------------------------------
+# distilbert-gector (int8 QDQ ONNX): weights and tags vs onnxruntime, the tagger sanity check
+# --------------------------------------------------------------------------------------
+
+
+def _gector_session(graph):
+    ort = pytest.importorskip("onnxruntime")
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    return ort.InferenceSession(graph.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def test_distilbert_gector_matrices_equal_onnxruntime_dequantised(zoo_model):
+    """Every weight matrix of the prepared model equals what onnxruntime's DequantizeLinear
+    feeds the MatMul of that module (named here from the MatMul node's own name, not its
+    output's), transposed to nn.Linear's (out, in)."""
+    onnx = pytest.importorskip("onnx")
+    graph = onnx.load(str(_source("distilbert-gector")))
+    feeds = {}  # dequantised tensor name -> HF parameter name
+    for node in graph.graph.node:
+        if (
+            node.op_type == "MatMul"
+            and node.input[1].startswith("onnx::MatMul_")
+            and node.name.startswith("/distilbert/")
+        ):
+            module = node.name.strip("/").rsplit("/", 1)[0].replace("/", ".")
+            feeds[node.input[1]] = module + ".weight"
+    assert len(feeds) == 6 * 6, len(feeds)  # q, k, v, out, lin1, lin2 per layer (the classifier is not in the model)
+    for name in feeds:
+        graph.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+    lm = zoo_model("distilbert-gector")
+    enc = lm.tokenizer("Hello world", return_tensors="np")
+    outs = _gector_session(graph).run(
+        list(feeds), {k: enc[k].astype(np.int64) for k in ("input_ids", "attention_mask")}
+    )
+    params = dict(lm.model.named_parameters())
+    for hf, ref in zip(feeds.values(), outs):
+        mine = params[hf.removeprefix("distilbert.")].detach().numpy()
+        assert mine.shape == ref.T.shape, hf
+        assert np.array_equal(mine, ref.T), hf
+
+
+def test_distilbert_gector_tags_agree_with_onnxruntime(zoo_model):
+    """The prepared model plus its tag head against onnxruntime running the int8 file (which
+    also quantises activations, so not bit-equal): measured on 40 UD English-EWT dev sentences,
+    1,187 pieces, tag agreement 0.992; here at least 0.95 on the first 20, and the logits'
+    Pearson correlation at least 0.95."""
+    onnx = pytest.importorskip("onnx")
+    from safetensors.torch import load_file
+
+    from olas_utils.zoo.formats import TAG_HEAD_FILE
+
+    sess = _gector_session(onnx.load(str(_source("distilbert-gector"))))
+    lm = zoo_model("distilbert-gector")
+    head = load_file(str(Path(lm.source) / TAG_HEAD_FILE))
+    mine_all, ref_all = [], []
+    from olas_utils.data import load_ud_ewt
+
+    for text in load_ud_ewt("dev")[:20]["text"]:
+        enc = lm.tokenizer(text, return_tensors="pt")
+        ref = sess.run(None, {k: enc[k].numpy().astype(np.int64) for k in ("input_ids", "attention_mask")})[0][0]
+        with torch.no_grad():
+            hidden = lm.model(**enc).last_hidden_state[0]
+        mine_all.append((hidden @ head["classifier.weight"].T + head["classifier.bias"]).numpy())
+        ref_all.append(ref)
+    mine, ref = np.concatenate(mine_all), np.concatenate(ref_all)
+    agreement = float((mine.argmax(-1) == ref.argmax(-1)).mean())
+    corr = float(np.corrcoef(mine.ravel(), ref.ravel())[0, 1])
+    assert agreement >= 0.95 and corr >= 0.95, (agreement, corr)
+
+
+def test_distilbert_gector_sanity_is_the_tagger_check_and_a_random_copy_fails(zoo_model):
+    from olas_utils.zoo.controls import random_weights_copy
+    from olas_utils.zoo.sanity import TAGGER_AGREEMENT, sanity_check
+
+    lm = zoo_model("distilbert-gector")
+    report = sanity_check(lm)
+    assert report.metric == "tagger_agreement" and report.passed, report
+    assert report.value == 1.0, report.details  # "went" after "have" -> $REPLACE_gone, the rest $KEEP
+    bad = sanity_check(random_weights_copy(lm, seed=0))
+    assert bad.value < TAGGER_AGREEMENT and not bad.passed, bad
+
+
+def test_distilbert_gector_tokenizer_does_not_truncate(zoo_model):
+    """The export's tokenizer.json truncates at 128 pieces; the prepared one must not (OLAS
+    refuses over-long input itself, it never cuts silently)."""
+    lm = zoo_model("distilbert-gector")
+    assert len(lm.tokenizer("word " * 300)["input_ids"]) == 302
+
+
+def test_int8_graph_without_distilbert_names_is_a_clear_error(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from olas_utils.zoo.onnx_distilbert import onnx_distilbert_state_dict
+
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2])
+    w = onnx.numpy_helper.from_array(np.ones((2, 2), np.float32), "onnx::MatMul_1")
+    node = onnx.helper.make_node("MatMul", ["x", "onnx::MatMul_1"], ["y"])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 2])
+    path = tmp_path / "g.onnx"
+    onnx.save(onnx.helper.make_model(onnx.helper.make_graph([node], "g", [x], [y], [w])), str(path))
+    with pytest.raises(ZooError, match="not a per-tensor int8 QDQ export"):
+        onnx_distilbert_state_dict(path)
