@@ -1,4 +1,6 @@
-"""GPU check: streaming OLA on a randomly initialised Llama-3.1-8B-sized model in bf16.
+"""GPU check: streaming OLA on a randomly initialised Llama-3.1-8B-sized model in bf16, and
+the paper profile's heaviest step (training the 448 M-parameter paper adapter with its parser
+head) timed for ``benchmarks/paper_estimate.py``.
 
 No download: the model is built from a config. Prints throughput, peak memory, batch
 invariance and the recurrence against enumeration on the GPU. Exit code 1 if a check fails.
@@ -9,6 +11,7 @@ invariance and the recurrence against enumeration on the GPU. Exit code 1 if a c
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from itertools import combinations
@@ -32,12 +35,63 @@ def enumerate_ola(layers, k):
     return total / comb(n, k)
 
 
+def adapter_steps(dev, sync, *, tiny: bool, length: int, steps: int = 12) -> bool:
+    """Train the paper profile's adapter + biaffine head on one fixed batch of 2 random images of
+    ``length`` subwords: seconds per step, peak memory, and whether the loss falls (it must, on
+    one repeated batch). ``tiny``: the same blocks at width 32 (CPU dry run)."""
+    from olas_utils.studies.transfer import PROFILES
+    from olas_utils.toa.adapter import OLAAdapter
+    from olas_utils.toa.features import n_channels
+    from olas_utils.toa.fit import adapter_config
+    from olas_utils.toa.heads import BiaffineHead
+
+    s = PROFILES["paper"].training
+    size = "paper-narrow" if tiny else s.adapter
+    c = n_channels(PROFILES["paper"].keys)
+    torch.manual_seed(0)
+    adapter = OLAAdapter(adapter_config(size, c)).to(dev)
+    head = BiaffineHead(adapter.config.dim, n_labels=40, arc_dim=s.arc_dim, label_dim=s.label_dim).to(dev)
+    params = list(adapter.parameters()) + list(head.parameters())
+    opt = torch.optim.AdamW(params, lr=s.lr)
+    g = torch.Generator(device=dev).manual_seed(2)
+    images = torch.rand(2, c, length, length, device=dev, generator=g)
+    heads = torch.randint(0, length + 1, (2, length), device=dev, generator=g)
+    rels = torch.randint(0, 40, (2, length), device=dev, generator=g)
+    cuda = dev.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    losses, times = [], []
+    for _ in range(steps):
+        sync()
+        t0 = time.perf_counter()
+        arcs, labels = head(adapter(images))
+        loss = torch.nn.functional.cross_entropy(arcs[:, 1:].reshape(-1, arcs.shape[-1]), heads.reshape(-1))
+        picked = labels[:, 1:].gather(2, heads[..., None, None].expand(-1, -1, 1, labels.shape[-1])).squeeze(2)
+        loss = loss + torch.nn.functional.cross_entropy(picked.reshape(-1, picked.shape[-1]), rels.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sync()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+    per_step = min(times[2:]) if len(times) > 2 else min(times)
+    peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
+    n = sum(p.numel() for p in params) / 1e6
+    print(
+        f"paper adapter ({size}, {n:.0f} M parameters with the head) training, batch 2 × {length} subwords, fp32: "
+        f"{per_step:.3f} s a step, peak memory {peak:.1f} GiB; loss {losses[0]:.3f} -> {losses[-1]:.3f} over {steps} "
+        f"steps (benchmarks/paper_estimate.py --step-seconds {per_step:.3f} --step-length {length})"
+    )
+    return bool(losses[-1] < losses[0] and all(map(math.isfinite, losses)))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--adapter-length", type=int, default=64, help="subwords per sentence of the adapter step")
     ap.add_argument("--tiny", action="store_true", help="dry run of the script's logic on a small model (CPU allowed)")
     args = ap.parse_args()
     if not torch.cuda.is_available() and not args.tiny:
@@ -153,6 +207,10 @@ def main() -> int:
             err = (acc.ola(k).double() - enumerate_ola(layers, k)).abs().max().item()
             print(f"captured model, order {k}: streaming vs enumeration of {comb(args.layers, k)} products: {err:.2e}")
             ok &= err <= 1e-5
+    # 4. the paper profile's heaviest step: training the paper adapter (448 M parameters) with the
+    # biaffine parser head, batch 2, AdamW at the paper profile's learning rate, fp32; its seconds
+    # per step feed benchmarks/paper_estimate.py --step-seconds
+    ok &= adapter_steps(dev, sync, tiny=args.tiny, length=args.adapter_length)
     print("GPU CHECK", "PASSED" if ok else "FAILED")
     return 0 if ok else 1
 

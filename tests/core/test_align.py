@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from conftest import zoo_models_to_test
 
 from olas_utils.align import SPECIAL, pool_to_words, tokenize_words
-from olas_utils.zoo.registry import DEFAULT_MODELS
 
 HARD = [
     ["Mr.", "O'Neil", "paid", "$", "3,000.50", "--", "in", "2019", "!"],
@@ -37,7 +37,7 @@ def _check_batch(tok, batch, sentences):
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("name", list(DEFAULT_MODELS))
+@pytest.mark.parametrize("name", zoo_models_to_test())
 def test_word_ids_on_zoo_tokenizers(zoo_model, name):
     tok = zoo_model(name).tokenizer
     batch = tokenize_words(tok, HARD)

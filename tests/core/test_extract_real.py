@@ -3,13 +3,13 @@ output_attentions, batch invariance, causality, row sums."""
 
 import pytest
 import torch
+from conftest import zoo_models_to_test
 
 from olas_utils.capture import AttentionCapture, head_average
 from olas_utils.extract import extract_ola
 from olas_utils.ola import ola_from_layers
-from olas_utils.zoo.registry import DEFAULT_MODELS
 
-DEFAULT = list(DEFAULT_MODELS)  # every default zoo model, in the registry's order
+DEFAULT = zoo_models_to_test()  # every default zoo model, then the optional ones prepared here
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,13 @@ with the OLA keys bit-identical to an extraction without mixing."""
 
 import pytest
 import torch
+from conftest import zoo_models_to_test
 
 from olas_utils.align import tokenize_words
 from olas_utils.capture import AttentionCapture
 from olas_utils.extract import extract_ola
-from olas_utils.zoo.registry import DEFAULT_MODELS
 
-DEFAULT = list(DEFAULT_MODELS)  # every default zoo model, in the registry's order
+DEFAULT = zoo_models_to_test()  # every default zoo model, then the optional ones prepared here
 
 SENTS = [
     ["The", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", "."],
@@ -27,7 +27,7 @@ def reference_blocks(model, inputs):
     if hasattr(model, "transformer"):  # DistilBERT
         layers = model.transformer.layer
     else:
-        layers = model.encoder.layer if post_ln else model.model.layers
+        layers = model.encoder.layer if post_ln else (model.model.layers if hasattr(model, "model") else model.layers)
     got, handles = [{} for _ in layers], []
     for rec, layer in zip(got, layers):
         if hasattr(layer, "sa_layer_norm"):  # DistilBERT: sa_layer_norm(attention(x) + x)

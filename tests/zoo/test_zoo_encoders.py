@@ -275,8 +275,9 @@ def test_new_encoders_listed_by_olas_models():
         timeout=300,
     )
     assert r.returncode == 0, r.stderr
-    rows = {line.split()[0]: line for line in r.stdout.splitlines() if line.strip()}
-    for name in ("e5-small", "paraphrase-minilm-l3", "splade-tiny"):
+    status = r.stdout.split("\n\n")[0]  # the status table; the lineage table follows
+    rows = {line.split()[0]: line for line in status.splitlines() if line.strip()}
+    for name in ("e5-small", "paraphrase-minilm-l3", "splade-tiny", "distilbert-gector"):
         assert name in rows and "encoder" in rows[name], r.stdout
 
 
@@ -382,3 +383,61 @@ def test_int8_graph_without_distilbert_names_is_a_clear_error(tmp_path):
     onnx.save(onnx.helper.make_model(onnx.helper.make_graph([node], "g", [x], [y], [w])), str(path))
     with pytest.raises(ZooError, match="not a per-tensor int8 QDQ export"):
         onnx_distilbert_state_dict(path)
+
+
+# --------------------------------------------------------------------------------------
+# embeddinggemma-300m (optional): 25 wheel chunks; tested where it is prepared
+# --------------------------------------------------------------------------------------
+
+needs_embeddinggemma = pytest.mark.skipif(
+    not zoo.is_prepared("embeddinggemma-300m"),
+    reason="optional model not prepared (python -m olas_utils.zoo prepare embeddinggemma-300m)",
+)
+
+
+@needs_embeddinggemma
+def test_embeddinggemma_is_a_bidirectional_trained_encoder(zoo_model):
+    from olas_utils.zoo.controls import random_weights_copy
+    from olas_utils.zoo.sanity import sanity_check
+
+    lm = zoo_model("embeddinggemma-300m")
+    assert lm.family == "encoder" and not lm.is_causal and lm.num_layers == 24
+    # the multimodal <image_soft_token> (beyond the 262,144-row table) was dropped at preparation
+    assert len(lm.tokenizer) == lm.model.config.vocab_size == 262144
+    enc = lm.tokenizer(["The cat sat on the mat.", "It rained."], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        att = lm.model(**enc, output_attentions=True).attentions
+    assert len(att) == 24
+    # really bidirectional: attention mass above the diagonal in every layer (measured >= 0.2)
+    above = [torch.triu(a[0].mean(0), 1).sum(-1).mean().item() for a in att]
+    assert min(above) > 0.05, above
+    good, bad = sanity_check(lm), sanity_check(random_weights_copy(lm, seed=0))
+    assert good.passed and not bad.passed, (good, bad)
+
+
+def test_tokens_beyond_the_embedding_table_are_dropped(tmp_path):
+    import json
+
+    from olas_utils.zoo.formats import drop_tokens_beyond_table
+
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 4}))
+    added = [{"id": 3, "content": "<pad>", "special": True}, {"id": 4, "content": "<img>", "special": True}]
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"added_tokens": added, "model": {}}))
+    (tmp_path / "added_tokens.json").write_text(json.dumps({"<img>": 4}))
+    cfg = {
+        "image_token": "<img>",
+        "pad_token": "<pad>",
+        "extra_special_tokens": {"image_token": "<img>"},
+        "added_tokens_decoder": {"3": {"content": "<pad>"}, "4": {"content": "<img>"}},
+    }
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(cfg))
+    assert drop_tokens_beyond_table(tmp_path) == ["<img>"]
+    assert [t["id"] for t in json.loads((tmp_path / "tokenizer.json").read_text())["added_tokens"]] == [3]
+    assert json.loads((tmp_path / "added_tokens.json").read_text()) == {}
+    cfg = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert cfg == {
+        "pad_token": "<pad>",
+        "extra_special_tokens": {},
+        "added_tokens_decoder": {"3": {"content": "<pad>"}},
+    }
+    assert drop_tokens_beyond_table(tmp_path) == []  # nothing left to drop
