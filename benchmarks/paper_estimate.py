@@ -143,7 +143,7 @@ def main() -> int:
         dev = load_task(t, "dev", n=cfg.sizes.n_dev, max_words=cfg.sizes.max_words, min_words=cfg.sizes.min_words)
         ratios = subword_ratio(train.words, tokenizers)
         flops = 0.0
-        for m, (r, special) in ratios.items():
+        for r, special in ratios.values():
             tr = [r * len(w) + special for w in train.words]
             dv = [r * len(w) + special for w in dev.words]
             epochs = cfg.training.epochs * args.epoch_share
