@@ -382,6 +382,13 @@ def _retrieval_verdict_lines(verdict: pd.DataFrame) -> list[str]:
     return lines
 
 
+_GAP_SAYS = {
+    BEATS: "within-lineage pairs retrieve better: part of the similarity is inheritance.",
+    LOSES: "across-lineage pairs retrieve better.",
+    INDISTINGUISHABLE: "indistinguishable after the Holm correction (the interval is uncorrected).",
+}
+
+
 def _lineage_lines(lineage_verdict: pd.DataFrame, gap: pd.DataFrame | None) -> list[str]:
     """The reading of ``02_lineage_verdict`` and ``02_lineage_gap``: per distinct order-1 cell,
     whether OLA beats its strongest control on pairs of different lineages (the claim that
@@ -393,13 +400,12 @@ def _lineage_lines(lineage_verdict: pd.DataFrame, gap: pd.DataFrame | None) -> l
     ]
     one = lineage_verdict[lineage_verdict.key == "ola:1"]
     for (protocol, family), g in one.groupby(["protocol", "family"], sort=False):
-        parts = []
-        for _, v in g.iterrows():
-            parts.append(
-                f"{v['lineage']} ({int(v['pairs'])} pairs) OLA {_ci(v['ola_hit@1'], v['ola_low'], v['ola_high'])} vs "
-                f"{control_name(v['strongest_control'])} {_ci(v['control_hit@1'], v['control_low'], v['control_high'])}"
-                f" — {_SAYS.get(v['verdict'], v['verdict'])}"
-            )
+        parts = [
+            f"{v['lineage']} ({int(v['pairs'])} pairs) OLA {_ci(v['ola_hit@1'], v['ola_low'], v['ola_high'])} vs "
+            f"{control_name(v['strongest_control'])} {_ci(v['control_hit@1'], v['control_low'], v['control_high'])}"
+            f" — {_SAYS.get(v['verdict'], v['verdict'])}"
+            for _, v in g.iterrows()
+        ]
         lines.append(f"- {protocol}, {family}, order 1: " + "; ".join(parts) + ".")
     across = lineage_verdict[lineage_verdict.lineage == "across"]
     if len(across):
@@ -416,20 +422,11 @@ def _lineage_lines(lineage_verdict: pd.DataFrame, gap: pd.DataFrame | None) -> l
             lines.append(
                 f"- {r['protocol']}, {r['family']}, order 1: within − across lineage "
                 f"{_pts(r['gap'], r['gap_low'], r['gap_high'])} (`02_lineage_gap`; crossed bootstrap, Holm over "
-                f"{int(r['holm_cells'])} cells) — "
-                + (
-                    "within-lineage pairs retrieve better: part of the similarity is inheritance."
-                    if r["verdict"] == BEATS
-                    else "across-lineage pairs retrieve better."
-                    if r["verdict"] == LOSES
-                    else "indistinguishable after the Holm correction (the interval shown is uncorrected)."
-                )
+                f"{int(r['holm_cells'])} cells) — " + _GAP_SAYS.get(r["verdict"], _GAP_SAYS[INDISTINGUISHABLE])
             )
     missing = sorted(set(lineage_verdict.family) - set(lineage_verdict[lineage_verdict.lineage == "within"].family))
     if missing:
-        lines.append(
-            f"- No within-lineage pair among the {', '.join(missing)} models: only across-lineage cells there."
-        )
+        lines.append(f"- No within-lineage pair among the {', '.join(missing)} models: only across-lineage cells.")
     return lines
 
 
