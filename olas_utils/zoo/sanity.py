@@ -45,7 +45,7 @@ ENCODER_MARGIN = 0.4
 TAGGER_AGREEMENT = 0.9
 
 #: Sentences with each word's expected tag (GECToR's edit tags: ``$KEEP`` leaves a word as it
-#: is): one grammar error the model corrects (``../shared/models.md``), three correct sentences.
+#: is): one grammar error the model corrects (``docs/models.md#int8-onnx-distilbert``), three correct sentences.
 _TAGGED = (
     (("I", "$KEEP"), ("have", "$KEEP"), ("went", "$REPLACE_gone"), ("there", "$KEEP"), ("yesterday", "$KEEP")),
     (("She", "$KEEP"), ("is", "$KEEP"), ("a", "$KEEP"), ("good", "$KEEP"), ("teacher", "$KEEP")),
