@@ -5,7 +5,7 @@ in order with ``profile=quick`` and writes the executed copies to ``results/exec
 the notebooks themselves write their figures to ``figures/`` and tables to ``results/``.
 Any other profile writes to ``results/<profile>/`` and ``figures/<profile>/`` (executed copies
 in ``results/<profile>/executed/``), so it never overwrites the committed quick results. The
-``wide`` profile exists for notebook 04 only (:data:`NOTEBOOKS_OF`).
+``wide`` and ``tagging`` profiles exist for notebook 04 only (:data:`NOTEBOOKS_OF`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from olas_utils.settings import project_root
 
 __all__ = ["PROFILES", "NOTEBOOKS_OF", "list_notebooks", "output_dirs", "run_notebook", "reproduce", "main"]
 
-PROFILES = ("smoke", "quick", "wide", "paper")
+PROFILES = ("smoke", "quick", "wide", "tagging", "paper")
 #: Profiles that only some notebooks have: profile → notebook number prefixes.
-NOTEBOOKS_OF: dict[str, tuple[str, ...]] = {"wide": ("04",)}
+NOTEBOOKS_OF: dict[str, tuple[str, ...]] = {"wide": ("04",), "tagging": ("04",)}
 #: Profiles whose committed outputs the README's results summary quotes
 #: (:func:`olas_utils.studies.summary.update_readme` runs after them).
-SUMMARISED = ("quick", "wide")
+SUMMARISED = ("quick", "wide", "tagging")
 
 
 def list_notebooks(folder: str | Path | None = None) -> list[Path]:

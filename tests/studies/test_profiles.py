@@ -69,10 +69,21 @@ def test_notebooks_03_and_04_share_the_quick_adapters():
 
 
 def test_trained_learners_of_quick_and_wide_run_with_three_fixed_seeds_or_more():
-    for p in (syntax.PROFILES["quick"], transfer.PROFILES["quick"], transfer.PROFILES["wide"]):
+    for p in (syntax.PROFILES["quick"], *(transfer.PROFILES[n] for n in ("quick", "wide", "tagging"))):
         assert len(p.training.seeds) >= 3 and p.training.seeds[0] == 0  # seed 0: the single-seed run of before
     for module in (syntax, transfer):
         assert len(module.PROFILES["smoke"].training.seeds) >= 1
+
+
+def test_the_tagging_profile_measures_pos_and_ner_across_lineages_with_quicks_settings_and_controls():
+    from olas_utils.zoo.registry import same_lineage
+
+    t, q = transfer.PROFILES["tagging"], transfer.PROFILES["quick"]
+    assert set(t.tasks) == {"pos", "ner-conll2003"}
+    assert t.sizes == q.sizes and t.training == q.training and t.keys == q.keys and t.level == q.level
+    assert t.input_controls == transfer.PROFILES["wide"].input_controls and t.variants == q.variants
+    pairs = [(a, b) for a in t.models for b in t.models if a < b]
+    assert any(same_lineage(a, b) for a, b in pairs) and any(same_lineage(a, b) is False for a, b in pairs)
 
 
 def test_nested_settings_are_replaced_alone():

@@ -49,16 +49,17 @@ def test_quick_keeps_the_notebooks_default_folders(calls):
     assert calls[0][1] == project_root() / "results" / "executed" / "01_ola_gallery.ipynb"
 
 
-def test_wide_runs_notebook_04_only_into_its_own_folders(calls):
-    rp.reproduce("wide")
-    assert calls.pop() == ("README", {"results_dir": project_root() / "results"})  # reads results/ and results/wide/
+@pytest.mark.parametrize("name", ["wide", "tagging"])
+def test_wide_and_tagging_run_notebook_04_only_into_their_own_folders(calls, name):
+    rp.reproduce(name)
+    assert calls.pop() == ("README", {"results_dir": project_root() / "results"})  # reads results/ and results/<name>/
     assert [c[0] for c in calls] == ["04_toa_transfer.ipynb"]
-    name, out, profile, params = calls[0]
-    assert profile == "wide"
-    assert params == {"results_dir": "../results/wide", "figures_dir": "../figures/wide"}
-    assert out == project_root() / "results" / "wide" / "executed" / name
+    book, out, profile, params = calls[0]
+    assert profile == name
+    assert params == {"results_dir": f"../results/{name}", "figures_dir": f"../figures/{name}"}
+    assert out == project_root() / "results" / name / "executed" / book
     # the relative folders resolve, from notebooks/ where papermill runs, inside the project
-    assert (project_root() / "notebooks" / params["results_dir"]).resolve() == rp.output_dirs("wide")[0]
+    assert (project_root() / "notebooks" / params["results_dir"]).resolve() == rp.output_dirs(name)[0]
 
 
 def test_a_notebook_without_the_profile_is_refused_before_anything_runs(calls):
