@@ -98,7 +98,7 @@ def test_committed_readme_quotes_the_committed_results():
 
 
 @pytest.mark.parametrize("profile", summary.TRANSFER_PROFILES)
-def test_wide_rows_name_their_folder_their_strongest_control_and_a_repeat_of_quick(results, profile):
+def test_rows_of_another_profile_name_their_folder_their_strongest_control_and_a_repeat_of_quick(results, profile):
     frame, titems = _transfer({"e1": 0.55, "e2": None, "e3": 0.12})
     s = transfer_report.task_summary(frame, titems)
     write_table(s, results / "04_transfer_summary")
@@ -107,12 +107,12 @@ def test_wide_rows_name_their_folder_their_strongest_control_and_a_repeat_of_qui
     verdict = transfer_report.verdict_frame(s, titems)
     write_table(verdict, results / profile / "04_verdict")
     text = summary.results_summary(results)
-    wide = [line for line in text.splitlines() if line.startswith(f"- **Transfer, {profile}")]
-    assert len(wide) == len(verdict) and all(f"(`{profile}/04_verdict`" in line for line in wide)
-    assert all("the quick row's runs and numbers" in line for line in wide)
+    rows = [line for line in text.splitlines() if line.startswith(f"- **Transfer, {profile}")]
+    assert len(rows) == len(verdict) and all(f"(`{profile}/04_verdict`" in line for line in rows)
+    assert all("the quick row's runs and numbers" in line for line in rows)
     names = s["strongest control"].value_counts()
     expected = ", ".join(f"{name} for {n} of {len(s)}" for name, n in names.items())
-    assert f"strongest control: {expected}." in wide[0]
+    assert f"strongest control: {expected}." in rows[0]
     # another number: not a repeat
     verdict["mean TOA − strongest"] += 0.01
     write_table(verdict, results / profile / "04_verdict")

@@ -62,6 +62,13 @@ def test_wide_and_tagging_run_notebook_04_only_into_their_own_folders(calls, nam
     assert (project_root() / "notebooks" / params["results_dir"]).resolve() == rp.output_dirs(name)[0]
 
 
+def test_the_profiles_whose_runs_rewrite_the_readme_are_those_the_summary_quotes():
+    from olas_utils.studies.summary import TRANSFER_PROFILES
+
+    assert rp.SUMMARISED == ("quick", *TRANSFER_PROFILES)
+    assert all(rp.NOTEBOOKS_OF.get(p) == ("04",) for p in TRANSFER_PROFILES)
+
+
 def test_a_notebook_without_the_profile_is_refused_before_anything_runs(calls):
     with pytest.raises(ValueError, match=r"'wide' exists for notebooks \['04'\] only.*03_syntax"):
         rp.reproduce("wide", only=["03", "04"])
