@@ -40,9 +40,10 @@ Importing this module does no work.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-__all__ = ["PROTOCOLS", "TIES", "RESIZE", "PREPROCESSING", "to_image"]
+__all__ = ["PROTOCOLS", "TIES", "RESIZE", "PREPROCESSING", "SYMMETRISED", "to_image", "causal_view"]
 
 
 #: Protocol name → extraction level.
@@ -51,6 +52,11 @@ PROTOCOLS: dict[str, str] = {"released": "subword", "paper": "subword", "word": 
 
 #: Protocol name → retrieval tie rule (:func:`olas_utils.similarity.retrieval.true_match_ranks`).
 TIES: dict[str, str] = {"released": "first", "paper": "pessimistic", "word": "pessimistic"}
+
+
+#: The protocols that symmetrise a causal model's map (step 3 below): the ones on which an
+#: encoder's image can be put in a causal model's form (:func:`causal_view`).
+SYMMETRISED: tuple[str, ...] = ("paper", "word")
 
 
 #: How maps are resized, per protocol (recorded in the manifest).
@@ -126,3 +132,31 @@ def to_image(m: torch.Tensor, *, causal: bool, image_size: int = 50, protocol: s
             x.unsqueeze(0), size=(image_size, image_size), mode="bilinear", align_corners=False, antialias=True
         )[0]
     return x[0].contiguous()
+
+
+def causal_view(images: np.ndarray) -> np.ndarray:
+    """What a causal model could have attended to, from encoders' images: each image's lower
+    triangle (diagonal included) with its transpose copied into the upper triangle, the form
+    that the :data:`SYMMETRISED` protocols give a causal model's map (step 3 of the module's
+    pre-processing). An encoder's image and a causal model's image of the same chunk are then
+    compared on the same entries (query attends to an earlier or the same position).
+
+    The view is taken of the finished image: the encoder's rows were renormalised over the whole
+    row and (``"paper"``) resized before, so it is not the image of the encoder's map masked to
+    its lower triangle before pre-processing; for the ``"word"`` protocol with 50-word chunks and
+    50-pixel images nothing is resized and the lower triangle is exactly the map's. A causal
+    model's own image of these protocols is left unchanged (it is already symmetric).
+
+    Args:
+        images: ``(..., S, S)`` array.
+
+    Returns:
+        A new float array of the same shape, symmetric in its last two axes.
+
+    Raises:
+        ValueError: if the last two axes are not square.
+    """
+    x = np.asarray(images)
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"expected (..., S, S) images, got shape {x.shape}")
+    return np.tril(x) + np.swapaxes(np.tril(x, -1), -1, -2)

@@ -9,12 +9,13 @@ The notebook calls these functions in order (then those two modules'); profiles 
 live in :data:`PROFILES`.
 Families are compared among themselves, as in the paper (encoders with encoders, causal
 LMs with causal LMs); a model's family is read from its config (``LoadedModel.is_causal``).
+Beyond the paper, :mod:`olas_utils.studies.crossfamily` compares encoders with causal LMs.
 """
 
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -23,6 +24,7 @@ import pandas as pd
 from olas_utils.studies.depth import drop_skipped, mixing_skips, orders_for
 from olas_utils.studies.profiles import ClassifierSettings, CrossLMProfile
 from olas_utils.vocabulary import FAMILIES, Control, MapKey
+from olas_utils.zoo.registry import DEFAULT_MODELS
 
 __all__ = [
     "PROFILES",
@@ -32,6 +34,7 @@ __all__ = [
     "ImageSet",
     "extract_images",
     "retrieval_items",
+    "items_frame",
     "classifier_frame",
 ]
 
@@ -129,6 +132,22 @@ PROFILES: dict[str, CrossLMProfile] = {
         batch_size=16,
     ),
 }
+
+#: ``gemma``: quick's settings and sizes on the default zoo plus the optional ``embeddinggemma-300m``
+#: (a bidirectional encoder trained from Gemma 3: the encoder sibling of the gemma3-270m decoder, with
+#: the same tokenizer), prepared on first use (1.15 GB); its cross-family rows compare one lineage
+#: on both sides. Results in ``results/gemma/``.
+PROFILES["gemma"] = replace(PROFILES["quick"], models=(*DEFAULT_MODELS, "embeddinggemma-300m"))
+#: ``mixing``: quick's models, settings and controls with the paper profile's context-mixing baselines
+#: (:data:`_MIXING`: ALTI, value-norm rollout, ALTI order 1) in retrieval and in the classifier — the
+#: paper's OLA / rollout / ALTI comparison — on 64 chunks instead of 128 (they cost about 2.6× the
+#: extraction: the cut is in size, not in controls). Results in ``results/mixing/``.
+PROFILES["mixing"] = replace(
+    PROFILES["quick"],
+    n_chunks=64,
+    baselines=_BASELINES + _MIXING,
+    classifier=replace(PROFILES["quick"].classifier, keys=PROFILES["quick"].classifier.keys + _MIXING),
+)
 
 
 @dataclass
@@ -272,8 +291,9 @@ def _as_control(c) -> Control | None:
         return None
 
 
-def _items_frame(columns: dict[str, list], names: Sequence[str]) -> pd.DataFrame:
-    """A long items frame: string columns categorical (small in memory and on disk)."""
+def items_frame(columns: dict[str, list], names: Sequence[str]) -> pd.DataFrame:
+    """A long items frame from ``{column: values}``, columns in the order of ``names``: string
+    columns categorical (small in memory and on disk), ``chunk``, ``rank`` and ``seed`` int32."""
     df = pd.DataFrame(columns, columns=list(names))
     for c in names:
         if c in ("chunk", "rank", "seed"):
@@ -331,7 +351,7 @@ def retrieval_items(
                             cols[c].extend([v] * n)
                         cols["chunk"].extend(range(n))
                         cols["rank"].extend(r["ranks"].tolist())
-    return _items_frame(cols, RETRIEVAL_ITEM_COLUMNS)
+    return items_frame(cols, RETRIEVAL_ITEM_COLUMNS)
 
 
 def classifier_frame(
@@ -511,4 +531,4 @@ def classifier_frame(
                 cols[c].extend([v] * n)
             cols["chunk"].extend(range(n))
             cols["rank"].extend(ranks.tolist())
-    return pd.DataFrame(rows), _items_frame(cols, CLASSIFIER_ITEM_COLUMNS)
+    return pd.DataFrame(rows), items_frame(cols, CLASSIFIER_ITEM_COLUMNS)

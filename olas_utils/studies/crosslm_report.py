@@ -12,6 +12,7 @@ import pandas as pd
 
 from olas_utils.studies import crosslm_stats
 from olas_utils.studies.crosslm import ImageSet
+from olas_utils.studies.wording import VERDICT_SAYS, pct, percent_ci, points_ci, verdict_counts
 from olas_utils.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES, N_RESAMPLES, VERDICTS
 from olas_utils.vocabulary import CAUSAL, ENCODER, FAMILIES, KEY_LABELS, Control, key_label
 
@@ -183,20 +184,6 @@ def example_pairs_figure(
     return fig
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
-
-
-def _ci(est: float, low: float, high: float) -> str:
-    """``"58.3 % [50.1, 66.0]"``: a fraction in percent with its interval."""
-    return f"{100 * est:.1f} % [{100 * low:.1f}, {100 * high:.1f}]"
-
-
-def _pts(est: float, low: float, high: float) -> str:
-    """A margin in percentage points with its interval, signed."""
-    return f"{100 * est:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}]"
-
-
 def control_name(ident: str) -> str:
     """A notebook-02 control's display name from its identifier (the identifier itself if unknown)."""
     return CONTROL_LABELS.get(ident, ident)
@@ -289,7 +276,7 @@ def sizes_note(table: pd.DataFrame, *, seed: int, threads: int, seeds: tuple | l
     parts = []
     n = table["chunks"] if "chunks" in table else table["n"] if "n" in table else table.get("images")
     if n is not None and len(n):
-        parts.append(f"{int(n.max())} {'classes' if seeds is not None else 'chunks'} (chance {_pct(1 / n.max())})")
+        parts.append(f"{int(n.max())} {'classes' if seeds is not None else 'chunks'} (chance {pct(1 / n.max())})")
     count = "pairs" if "pairs" in table else None
     if count and "family" in table:
         per = table.groupby("family", sort=False)[count].agg(["min", "max"])
@@ -332,18 +319,6 @@ def distinct_cells(verdict: pd.DataFrame) -> pd.DataFrame:
     return worst.rename(columns={"cell": "protocol"})
 
 
-def _count(verdicts_: pd.Series) -> str:
-    c = verdicts_.value_counts()
-    return f"{int(c.get(BEATS, 0))} beat, {int(c.get(INDISTINGUISHABLE, 0))} indistinguishable, {int(c.get(LOSES, 0))} lose (of {len(verdicts_)})"
-
-
-_SAYS = {
-    BEATS: "**beats** its strongest control",
-    INDISTINGUISHABLE: "**indistinguishable** from its strongest control",
-    LOSES: "**loses** to its strongest control",
-}
-
-
 def _retrieval_verdict_lines(verdict: pd.DataFrame) -> list[str]:
     lines = [
         f"**Does OLA similarity beat its controls?** (`02_verdict`: SSIM Hit@1, the mean over a family's ordered "
@@ -372,13 +347,15 @@ def _retrieval_verdict_lines(verdict: pd.DataFrame) -> list[str]:
     for _, v in one.iterrows():
         same = f" (same trained-model outcomes as `{v['same_trained_as']}`)" if v.get("same_trained_as") else ""
         lines.append(
-            f"- {v['protocol']}, {v['family']}{same}: OLA {_ci(v['ola_hit@1'], v['ola_low'], v['ola_high'])} vs "
-            f"{control_name(v['strongest_control'])} {_ci(v['control_hit@1'], v['control_low'], v['control_high'])}; "
-            f"margin {_pts(v['margin'], v['margin_low'], v['margin_high'])} over {int(v['pairs'])} pairs × "
-            f"{int(v['chunks'])} chunks — {_SAYS.get(v['verdict'], v['verdict'])}."
+            f"- {v['protocol']}, {v['family']}{same}: OLA {percent_ci(v['ola_hit@1'], v['ola_low'], v['ola_high'])} vs "
+            f"{control_name(v['strongest_control'])} {percent_ci(v['control_hit@1'], v['control_low'], v['control_high'])}; "
+            f"margin {points_ci(v['margin'], v['margin_low'], v['margin_high'])} over {int(v['pairs'])} pairs × "
+            f"{int(v['chunks'])} chunks — {VERDICT_SAYS.get(v['verdict'], v['verdict'])}."
         )
     per = distinct.groupby(["protocol", "family"], sort=False)["verdict"]
-    lines.append("- Over every key (distinct cells): " + "; ".join(f"{p}/{f}: {_count(g)}" for (p, f), g in per) + ".")
+    lines.append(
+        "- Over every key (distinct cells): " + "; ".join(f"{p}/{f}: {verdict_counts(g)}" for (p, f), g in per) + "."
+    )
     return lines
 
 
@@ -401,9 +378,9 @@ def _lineage_lines(lineage_verdict: pd.DataFrame, gap: pd.DataFrame | None) -> l
     one = lineage_verdict[lineage_verdict.key == "ola:1"]
     for (protocol, family), g in one.groupby(["protocol", "family"], sort=False):
         parts = [
-            f"{v['lineage']} ({int(v['pairs'])} pairs) OLA {_ci(v['ola_hit@1'], v['ola_low'], v['ola_high'])} vs "
-            f"{control_name(v['strongest_control'])} {_ci(v['control_hit@1'], v['control_low'], v['control_high'])}"
-            f" — {_SAYS.get(v['verdict'], v['verdict'])}"
+            f"{v['lineage']} ({int(v['pairs'])} pairs) OLA {percent_ci(v['ola_hit@1'], v['ola_low'], v['ola_high'])} vs "
+            f"{control_name(v['strongest_control'])} {percent_ci(v['control_hit@1'], v['control_low'], v['control_high'])}"
+            f" — {VERDICT_SAYS.get(v['verdict'], v['verdict'])}"
             for _, v in g.iterrows()
         ]
         lines.append(f"- {protocol}, {family}, order 1: " + "; ".join(parts) + ".")
@@ -421,7 +398,7 @@ def _lineage_lines(lineage_verdict: pd.DataFrame, gap: pd.DataFrame | None) -> l
         for _, r in g1.iterrows():
             lines.append(
                 f"- {r['protocol']}, {r['family']}, order 1: within − across lineage "
-                f"{_pts(r['gap'], r['gap_low'], r['gap_high'])} (`02_lineage_gap`; crossed bootstrap, Holm over "
+                f"{points_ci(r['gap'], r['gap_low'], r['gap_high'])} (`02_lineage_gap`; crossed bootstrap, Holm over "
                 f"{int(r['holm_cells'])} cells) — " + _GAP_SAYS.get(r["verdict"], _GAP_SAYS[INDISTINGUISHABLE])
             )
     missing = sorted(set(lineage_verdict.family) - set(lineage_verdict[lineage_verdict.lineage == "within"].family))
@@ -438,9 +415,9 @@ def _paper_range_lines(summary: pd.DataFrame) -> list[str]:
     for _, r in s[s.metric == "ssim"].iterrows():
         head = (
             f"- **Causal LMs, order 1, {r['protocol']} protocol, SSIM:** Hit@1 "
-            f"{_ci(r['hit@1'], r['hit@1 low'], r['hit@1 high'])} (pairs {_pct(r['hit@1 min'])}–{_pct(r['hit@1 max'])}), "
-            + (f"Hit@5 {_ci(r['hit@5'], r['hit@5 low'], r['hit@5 high'])}, " if np.isfinite(r["hit@5"]) else "")
-            + f"over {int(r['pairs'])} ordered pairs × {int(r['n'])} chunks (chance {_pct(r['chance@1'])})."
+            f"{percent_ci(r['hit@1'], r['hit@1 low'], r['hit@1 high'])} (pairs {pct(r['hit@1 min'])}–{pct(r['hit@1 max'])}), "
+            + (f"Hit@5 {percent_ci(r['hit@5'], r['hit@5 low'], r['hit@5 high'])}, " if np.isfinite(r["hit@5"]) else "")
+            + f"over {int(r['pairs'])} ordered pairs × {int(r['n'])} chunks (chance {pct(r['chance@1'])})."
         )
         if r["protocol"] == "word":
             lines.append(
@@ -456,8 +433,7 @@ def _paper_range_lines(summary: pd.DataFrame) -> list[str]:
             else "overlaps that range"
         )
         lines.append(
-            head
-            + f" The paper reports Hit@1 {_pct(lo1)}–{_pct(hi1)} and Hit@5 {_pct(lo5)}–{_pct(hi5)} among 1,000 chunks "
+            head + f" The paper reports Hit@1 {pct(lo1)}–{pct(hi1)} and Hit@5 {pct(lo5)}–{pct(hi5)} among 1,000 chunks "
             f"(chance 0.1 %), with other models and corpus: our Hit@1 interval {where}"
             + (
                 " (`released` is the protocol closest to the paper's)."
@@ -492,9 +468,9 @@ def _classifier_lines(classifier: pd.DataFrame, cverdict: pd.DataFrame | None) -
                     spread = "1 seed: the interval covers the test images only, not the spread over training seeds"
                 line = (
                     f"- **Classifier, {family}, {key_label(key)}, target {r['target']}:** unseen-model top-1 "
-                    f"{_ci(r['top1'], r['top1 low'], r['top1 high'])} ({spread}); {int(r['n'])} classes (chance "
-                    f"{_pct(r['chance'])}); held-out source {_pct(r['heldout_top1'])}, training sources "
-                    f"{_pct(r['source_top1'])}; "
+                    f"{percent_ci(r['top1'], r['top1 low'], r['top1 high'])} ({spread}); {int(r['n'])} classes (chance "
+                    f"{pct(r['chance'])}); held-out source {pct(r['heldout_top1'])}, training sources "
+                    f"{pct(r['source_top1'])}; "
                     + (
                         "logistic regression, C chosen on "
                         + ("the held-out source" if held_out else "an augmented copy of the one source, per seed")
@@ -510,12 +486,12 @@ def _classifier_lines(classifier: pd.DataFrame, cverdict: pd.DataFrame | None) -
                     for _, v in cv.iterrows():
                         line += (
                             f" Strongest control: {control_name(v['strongest_control'])} "
-                            f"{_ci(v['control_top1'], v['control_low'], v['control_high'])}; margin "
-                            f"{_pts(v['margin'], v['margin_low'], v['margin_high'])} — {_SAYS.get(v['verdict'], v['verdict'])} "
+                            f"{percent_ci(v['control_top1'], v['control_low'], v['control_high'])}; margin "
+                            f"{points_ci(v['margin'], v['margin_low'], v['margin_high'])} — {VERDICT_SAYS.get(v['verdict'], v['verdict'])} "
                             f"(`02_classifier_verdict`, Holm over {int(v['holm_cells'])} cells)."
                         )
                 line += (
-                    f" The paper reports {_pct(lo)}" + ("" if lo == hi else f"–{_pct(hi)}") + " with 1,000 classes "
+                    f" The paper reports {pct(lo)}" + ("" if lo == hi else f"–{pct(hi)}") + " with 1,000 classes "
                     f"and larger models: not comparable at {int(r['n'])} classes."
                 )
                 lines.append(line)

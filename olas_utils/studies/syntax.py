@@ -8,6 +8,7 @@ figure and text of :mod:`olas_utils.studies.syntax_report`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 import pandas as pd
@@ -77,6 +78,14 @@ PROFILES: dict[str, SyntaxProfile] = {
         input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS, Control.HALF_RANDOM),
     ),
 }
+
+#: ``mixing``: quick's models, sizes, settings and controls with the context-mixing baselines beside
+#: OLA order 1 and rollout (``docs/method.md#context-mixing``): ALTI and value-norm decomposed by
+#: order (``alti:1``, ``valuenorm:1``: the OLA recurrence on their per-layer matrices — is what a
+#: parser reads an attention property or a context-mixing one?). Orders 2–3 are quick's; the OLA
+#: and rollout parsers are quick's own (the same maps: their trained adapters are reused). Results
+#: in ``results/mixing/``.
+PROFILES["mixing"] = replace(PROFILES["quick"], keys=("ola:1", "rollout", "alti:1", "valuenorm:1"))
 
 #: Condition names of the trained parser and of the model-free baseline.
 _BASELINE = Control.BASELINE.condition

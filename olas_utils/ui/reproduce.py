@@ -5,7 +5,8 @@ in order with ``profile=quick`` and writes the executed copies to ``results/exec
 the notebooks themselves write their figures to ``figures/`` and tables to ``results/``.
 Any other profile writes to ``results/<profile>/`` and ``figures/<profile>/`` (executed copies
 in ``results/<profile>/executed/``), so it never overwrites the committed quick results. The
-``wide`` and ``tagging`` profiles exist for notebook 04 only (:data:`NOTEBOOKS_OF`).
+``wide`` and ``tagging`` profiles exist for notebook 04 only, ``gemma`` for notebook 02 only and
+``mixing`` for notebooks 02 and 03 (:data:`NOTEBOOKS_OF`).
 """
 
 from __future__ import annotations
@@ -21,12 +22,17 @@ from olas_utils.settings import project_root
 
 __all__ = ["PROFILES", "NOTEBOOKS_OF", "list_notebooks", "output_dirs", "run_notebook", "reproduce", "main"]
 
-PROFILES = ("smoke", "quick", "wide", "tagging", "paper")
+PROFILES = ("smoke", "quick", "wide", "tagging", "gemma", "mixing", "paper")
 #: Profiles that only some notebooks have: profile → notebook number prefixes.
-NOTEBOOKS_OF: dict[str, tuple[str, ...]] = {"wide": ("04",), "tagging": ("04",)}
+NOTEBOOKS_OF: dict[str, tuple[str, ...]] = {
+    "wide": ("04",),
+    "tagging": ("04",),
+    "gemma": ("02",),
+    "mixing": ("02", "03"),
+}
 #: Profiles whose committed outputs the README's results summary quotes
 #: (:func:`olas_utils.studies.summary.update_readme` runs after them).
-SUMMARISED = ("quick", "wide", "tagging")
+SUMMARISED = ("quick", "wide", "tagging", "gemma")
 
 
 def list_notebooks(folder: str | Path | None = None) -> list[Path]:

@@ -47,15 +47,36 @@ def test_profile_keys_parse_and_controls_are_model_copies():
         assert [str(MapKey.parse(k)) for k in p.classifier.keys] == list(p.classifier.keys)
 
 
-def test_context_mixing_keys_are_in_the_paper_and_smoke_profiles_only():
-    """ALTI and value-norm cost about 2.6x the OLA extraction: not in the quick profiles' budget."""
+def test_context_mixing_keys_are_in_the_paper_smoke_and_mixing_profiles_only():
+    """ALTI and value-norm cost about 2.6x the OLA extraction: not in the quick profiles' budget; the
+    ``mixing`` profiles are quick with them: notebook 03's with the order-1 mixing keys beside OLA order 1
+    and rollout, notebook 02's with the paper profile's mixing keys on half of quick's chunks."""
     mixing = lambda keys: [k for k in keys if MapKey.parse(k).mixing]  # noqa: E731
     assert mixing(crosslm.PROFILES["paper"].baselines) == ["alti", "valuenorm", "alti:1"]
     assert {"alti", "alti:1"} <= set(crosslm.PROFILES["paper"].classifier.keys)
     assert mixing(crosslm.PROFILES["smoke"].baselines) == ["alti"]
     assert mixing(syntax.PROFILES["paper"].keys) == ["alti:1"] and mixing(syntax.PROFILES["smoke"].keys) == ["alti"]
     assert not mixing(crosslm.PROFILES["quick"].baselines) and not mixing(syntax.PROFILES["quick"].keys)
+    assert not mixing(crosslm.PROFILES["gemma"].baselines)
     assert not any(mixing(p.keys) for p in transfer.PROFILES.values())
+    m, q = syntax.PROFILES["mixing"], syntax.PROFILES["quick"]
+    assert m.keys == ("ola:1", "rollout", "alti:1", "valuenorm:1") and dataclasses.replace(m, keys=q.keys) == q
+    m, q = crosslm.PROFILES["mixing"], crosslm.PROFILES["quick"]
+    assert mixing(m.baselines) == ["alti", "valuenorm", "alti:1"] and mixing(m.classifier.keys) == mixing(m.baselines)
+    assert m.n_chunks == q.n_chunks // 2 and m.controls == q.controls and m.classifier.controls == q.classifier.controls
+    assert dataclasses.replace(m, n_chunks=q.n_chunks, baselines=q.baselines, classifier=q.classifier) == q
+
+
+def test_the_gemma_profile_is_quick_on_the_default_zoo_and_embeddinggemma():
+    """Notebook 02's ``gemma`` profile changes only the models: the same cached images as quick for the
+    default zoo, one lineage (Gemma 3) as an encoder and as a decoder."""
+    from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY, same_lineage
+
+    g, q = crosslm.PROFILES["gemma"], crosslm.PROFILES["quick"]
+    assert g.models == (*DEFAULT_MODELS, "embeddinggemma-300m") and q.models is None
+    assert dataclasses.replace(g, models=None) == q
+    assert REGISTRY["embeddinggemma-300m"].family != REGISTRY["gemma3-270m"].family
+    assert same_lineage("embeddinggemma-300m", "gemma3-270m")
 
 
 def test_notebooks_03_and_04_share_the_quick_adapters():

@@ -118,3 +118,37 @@ def test_rows_of_another_profile_name_their_folder_their_strongest_control_and_a
     write_table(verdict, results / profile / "04_verdict")
     text = summary.results_summary(results)
     assert "the quick row's runs and numbers" not in text
+
+
+def test_cross_family_rows_name_their_folder_and_a_lineage_on_both_sides(results):
+    """quick's cross-family tables (no lineage on both sides: an empty gap table) and the gemma
+    profile's (embeddinggemma-300m and gemma3-270m far above the other pairs, by construction)."""
+    from test_cross_family import _cross_items
+
+    from olas_utils.studies import crossfamily
+
+    gemma = {"embeddinggemma-300m", "gemma3-270m"}
+    tables = {
+        results: crossfamily.cross_family_tables(_cross_items(["minilm-l6"], ["smollm2-135m"], lambda t, s: 0.5)),
+        results / "gemma": crossfamily.cross_family_tables(
+            _cross_items(
+                ["minilm-l6", "embeddinggemma-300m"],
+                ["smollm2-135m", "gemma3-270m"],
+                lambda t, s: 0.9 if {t, s} == gemma else 0.3,
+            )
+        ),
+    }
+    for folder, t in tables.items():
+        folder.mkdir(exist_ok=True)
+        for name, table in t.items():
+            write_table(table, folder / f"02_cross_family_{name}")
+    assert (results / "02_cross_family_gap.csv").read_text().strip() == ""  # quick: no same-lineage pair
+    text = summary.results_summary(results)
+    assert "- **Across the families** (`02_cross_family_verdict`, beyond the paper" in text
+    assert "- **Across the families, gemma profile** (`gemma/02_cross_family_verdict`" in text
+    assert text.count("one lineage on both sides") == 1
+    assert (
+        "one lineage on both sides (embeddinggemma-300m, gemma3-270m), `word`, order 1 (`gemma/02_cross_family_gap`)"
+        in text
+    )
+    assert "over 2 pairs against" in text and "between different lineages (6 pairs)" in text and "— beats." in text

@@ -60,6 +60,17 @@ def _check_items_of_02(results):
     clf = read_items(results / "02_classifier_items")
     runs = pd.read_csv(results / "02_classifier_runs.csv")
     assert len(clf) == int(runs["n"].sum()) and set(clf["seed"]) == set(runs["seed"])
+    # across the families (the smoke zoo has two encoders and two causal LMs): every ordered
+    # (encoder, causal) pair both ways, and the verdict table recomputed from the items
+    from olas_utils.studies import crossfamily
+
+    cross = read_items(results / "02_cross_family_items")
+    assert set(cross.family) == {crossfamily.CROSS_FAMILY} and set(cross.protocol) <= {"paper", "word"}
+    assert cross[["target", "source"]].drop_duplicates().shape[0] == 8
+    verdict = pd.read_csv(results / "02_cross_family_verdict.csv")
+    mine = crossfamily.cross_family_tables(cross)["verdict"]
+    np.testing.assert_allclose(verdict["ola_hit@1"], mine["ola_hit@1"], atol=1e-4)
+    assert list(verdict["verdict"]) == list(mine["verdict"])
 
 
 def _check_items(stem: str, results):

@@ -49,24 +49,36 @@ def test_quick_keeps_the_notebooks_default_folders(calls):
     assert calls[0][1] == project_root() / "results" / "executed" / "01_ola_gallery.ipynb"
 
 
-@pytest.mark.parametrize("name", ["wide", "tagging"])
-def test_wide_and_tagging_run_notebook_04_only_into_their_own_folders(calls, name):
+ONE_NOTEBOOK = {"wide": ["04_toa_transfer.ipynb"], "tagging": ["04_toa_transfer.ipynb"]}
+ONE_NOTEBOOK |= {
+    "gemma": ["02_cross_lm_similarity.ipynb"],
+    "mixing": ["02_cross_lm_similarity.ipynb", "03_syntax.ipynb"],
+}
+
+
+@pytest.mark.parametrize("name", list(ONE_NOTEBOOK))
+def test_profiles_of_some_notebooks_run_them_alone_into_their_own_folders(calls, name):
     rp.reproduce(name)
-    assert calls.pop() == ("README", {"results_dir": project_root() / "results"})  # reads results/ and results/<name>/
-    assert [c[0] for c in calls] == ["04_toa_transfer.ipynb"]
-    book, out, profile, params = calls[0]
-    assert profile == name
-    assert params == {"results_dir": f"../results/{name}", "figures_dir": f"../figures/{name}"}
-    assert out == project_root() / "results" / name / "executed" / book
+    if name in rp.SUMMARISED:
+        assert calls.pop() == (
+            "README",
+            {"results_dir": project_root() / "results"},
+        )  # reads results/ and results/<name>/
+    assert [c[0] for c in calls] == ONE_NOTEBOOK[name]
+    for book, out, profile, params in calls:
+        assert profile == name
+        assert params == {"results_dir": f"../results/{name}", "figures_dir": f"../figures/{name}"}
+        assert out == project_root() / "results" / name / "executed" / book
     # the relative folders resolve, from notebooks/ where papermill runs, inside the project
     assert (project_root() / "notebooks" / params["results_dir"]).resolve() == rp.output_dirs(name)[0]
 
 
 def test_the_profiles_whose_runs_rewrite_the_readme_are_those_the_summary_quotes():
-    from olas_utils.studies.summary import TRANSFER_PROFILES
+    from olas_utils.studies.summary import CROSSLM_PROFILES, TRANSFER_PROFILES
 
-    assert rp.SUMMARISED == ("quick", *TRANSFER_PROFILES)
+    assert rp.SUMMARISED == ("quick", *TRANSFER_PROFILES, *CROSSLM_PROFILES)
     assert all(rp.NOTEBOOKS_OF.get(p) == ("04",) for p in TRANSFER_PROFILES)
+    assert all(rp.NOTEBOOKS_OF.get(p) == ("02",) for p in CROSSLM_PROFILES)
 
 
 def test_a_notebook_without_the_profile_is_refused_before_anything_runs(calls):
