@@ -82,9 +82,11 @@ PROFILES: dict[str, SyntaxProfile] = {
 #: ``mixing``: quick's models, sizes, settings and controls with the context-mixing baselines beside
 #: OLA order 1 and rollout (``docs/method.md#context-mixing``): ALTI and value-norm decomposed by
 #: order (``alti:1``, ``valuenorm:1``: the OLA recurrence on their per-layer matrices — is what a
-#: parser reads an attention property or a context-mixing one?). Orders 2–3 are quick's; the OLA
-#: and rollout parsers are quick's own (the same maps: their trained adapters are reused). Results
-#: in ``results/mixing/``.
+#: parser reads an attention property or a context-mixing one?). Orders 2–3 are left to quick. The
+#: task maps are extracted again with the mixing keys and a parser's checkpoint is keyed by its
+#: maps' bytes: an OLA or rollout parser is quick's where the maps come out byte-identical
+#: (minilm-l6 on 2026-12-05) and is trained again where they do not (smollm2-135m). Results in
+#: ``results/mixing/``.
 PROFILES["mixing"] = replace(PROFILES["quick"], keys=("ola:1", "rollout", "alti:1", "valuenorm:1"))
 
 #: Condition names of the trained parser and of the model-free baseline.

@@ -90,17 +90,31 @@ def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas")
 
 
 def _comparisons(keys: list[str]) -> list[tuple[str, str]]:
-    """The paper's order claims among ``keys``: each order above the next, each order above rollout."""
+    """The paper's order claims among ``keys``: each order above the next, each order above rollout;
+    and, beyond the paper, each OLA order against the context-mixing keys of the same order
+    (``ola:1`` − ``alti:1``, ``ola:1`` − ``valuenorm:1``: attention or context mixing?)."""
     orders = sorted((k for k in keys if MapKey.parse(k).order is not None), key=lambda k: MapKey.parse(k).order)
     pairs = list(zip(orders, orders[1:]))
     if "rollout" in keys:
         pairs += [(k, "rollout") for k in orders]
+    for k in keys:
+        m = MapKey.parse(k)
+        if m.mixing and m.index is not None and f"ola:{m.index}" in keys:
+            pairs.append((f"ola:{m.index}", k))
     return pairs
+
+
+def _kind(lower: str) -> str:
+    """What an order-table row compares with: ``"order"`` (the next OLA order), ``"rollout"`` or ``"mixing"``."""
+    if lower == "rollout":
+        return "rollout"
+    return "mixing" if MapKey.parse(lower).mixing else "order"
 
 
 def order_table(items: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
     """The paper's order claims as margins: per model, each OLA order's parser minus the next
-    order's (``ola:1 − ola:2``, ...) and each order's minus rollout's, on the same sentences,
+    order's (``ola:1 − ola:2``, ...) and each order's minus rollout's (and minus a context-mixing
+    key's of the same order, where the run has one: ``ola:1 − alti:1``), on the same sentences,
     and the same margins averaged over the models that have both keys (models resampled
     too); verdicts Holm-corrected across the table."""
     make = _metric(metric)
@@ -300,7 +314,8 @@ def comparison_markdown(
         lines.append(
             f"* {r.model} ({r.family}): ola:1 − neighbour chain **{points(m)}** points (asked: ≥ {need:.0f}): {status}."
         )
-    among = orders[orders.lower != "rollout"]
+    kinds = orders.lower.map(_kind) if len(orders) else pd.Series(dtype=str)
+    among = orders[kinds == "order"]
     lines.append(
         "* The paper's finding, lower orders carry more syntax than higher orders: not testable in this run (fewer "
         "than two OLA orders)."
@@ -319,7 +334,7 @@ def comparison_markdown(
         + ", ".join(f"{k} {v[0]}" for k, v in PAPER_PARSER.items())
         + "."
     )
-    ro = orders[orders.lower == "rollout"]
+    ro = orders[kinds == "rollout"]
     if len(ro):
         lines.append(
             "* Rollout below every OLA order (each order's UAS minus rollout's): "
@@ -330,6 +345,20 @@ def comparison_markdown(
                 )
                 + ")"
                 for model, d in ro.groupby("model", sort=False)
+            )
+            + "."
+        )
+    mix = orders[kinds == "mixing"]
+    if len(mix):
+        lines.append(
+            "* Attention or context mixing? Each OLA order's UAS minus that of ALTI or value norms decomposed by the "
+            "same order (beyond the paper; `beats`: OLA carries more): "
+            + "; ".join(
+                f"{model}: "
+                + ", ".join(
+                    f"{r.comparison} {r.margin:+.1f} [{r.low:+.1f}, {r.high:+.1f}] {r.verdict}" for _, r in d.iterrows()
+                )
+                for model, d in mix.groupby("model", sort=False)
             )
             + "."
         )

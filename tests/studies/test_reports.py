@@ -98,6 +98,31 @@ def test_order_claims_are_paired_margins_with_their_own_verdicts():
     assert "m: **not shown**" in syntax_report.comparison_markdown(parser, same, _probes(), sizes="S")
 
 
+def test_ola_against_a_context_mixing_key_of_the_same_order_is_its_own_claim():
+    """alti:1 given the ola:3 parser's outcomes (far below ola:1): ola:1 − alti:1 beats and is read as the
+    mixing comparison, not as a step between OLA orders; alti (bare) and valuenorm:2 (no ola:2 here) are
+    compared with nothing."""
+    from olas_utils.studies import syntax_report
+
+    assert syntax_report._comparisons(["ola:1", "ola:2", "rollout", "alti:1", "valuenorm:2", "alti"]) == [
+        ("ola:1", "ola:2"),
+        ("ola:1", "rollout"),
+        ("ola:2", "rollout"),
+        ("ola:1", "alti:1"),
+        ("ola:2", "valuenorm:2"),
+    ]
+    parser, items = _syntax()
+    keep = items.key.isin(["ola:1", "ola:3", "-"])  # "-": the neighbour chain
+    mixed = items[keep].copy()
+    mixed.loc[mixed.key == "ola:3", "key"] = "alti:1"
+    runs = parser[parser.key.isin(["ola:1", "ola:3"])].replace({"key": {"ola:3": "alti:1"}})
+    o = syntax_report.order_table(mixed).set_index("comparison")
+    assert list(o.index) == ["ola:1 − alti:1"] and o.loc["ola:1 − alti:1", "verdict"] == "beats"
+    text = syntax_report.comparison_markdown(runs, mixed, _probes(), sizes="S")
+    assert "Attention or context mixing?" in text and "m: ola:1 − alti:1 +" in text
+    assert "not testable in this run (fewer than two OLA orders)" in text  # the mixing row is no order step
+
+
 def _probes():
     """Two models' UUAS counts: model a above the chain (0.55 vs 0.40), b below (0.25)."""
     rng = np.random.default_rng(2)
