@@ -15,7 +15,7 @@ from typing import Sequence
 import pandas as pd
 
 from olas_utils.studies import crosslm_report, crosslm_stats
-from olas_utils.studies.crosslm import RETRIEVAL_ITEM_COLUMNS, ImageSet, items_frame
+from olas_utils.studies.crosslm import RETRIEVAL_ITEM_COLUMNS, ImageSet, add_retrieval_ranks, items_frame
 from olas_utils.studies.wording import VERDICT_SAYS, percent_ci, points_ci, verdict_counts
 from olas_utils.uncertainty import BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES
 from olas_utils.vocabulary import CAUSAL, ENCODER, Control
@@ -85,19 +85,7 @@ def cross_family_items(
         imgs = images.images(control, protocol, key, [e, c])
         imgs[e] = causal_view(imgs[e])
         for r in retrieval_ranks(imgs, metric=metric, ties=TIES[protocol], progress=False):
-            n = len(r["ranks"])
-            for col, v in (
-                ("family", CROSS_FAMILY),
-                ("control", control),
-                ("protocol", protocol),
-                ("key", key),
-                ("metric", metric),
-                ("target", r["target"]),
-                ("source", r["source"]),
-            ):
-                cols[col].extend([v] * n)
-            cols["chunk"].extend(range(n))
-            cols["rank"].extend(r["ranks"].tolist())
+            add_retrieval_ranks(cols, r, family=CROSS_FAMILY, control=control, protocol=protocol, key=key)
     return items_frame(cols, RETRIEVAL_ITEM_COLUMNS)
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "extract_images",
     "retrieval_items",
     "items_frame",
+    "add_retrieval_ranks",
     "classifier_frame",
 ]
 
@@ -338,20 +339,20 @@ def retrieval_items(
                 imgs = images.images(control, protocol, key, have)
                 for metric in metrics if control == Control.TRAINED.ident else control_metrics:
                     for r in retrieval_ranks(imgs, metric=metric, ties=TIES[protocol], progress=False):
-                        n = len(r["ranks"])
-                        for c, v in (
-                            ("family", family),
-                            ("control", control),
-                            ("protocol", protocol),
-                            ("key", key),
-                            ("metric", metric),
-                            ("target", r["target"]),
-                            ("source", r["source"]),
-                        ):
-                            cols[c].extend([v] * n)
-                        cols["chunk"].extend(range(n))
-                        cols["rank"].extend(r["ranks"].tolist())
+                        add_retrieval_ranks(cols, r, family=family, control=control, protocol=protocol, key=key)
     return items_frame(cols, RETRIEVAL_ITEM_COLUMNS)
+
+
+def add_retrieval_ranks(cols: dict[str, list], r: dict, *, family: str, control: str, protocol: str, key: str) -> None:
+    """Append one ordered pair's ranks (a dict of :func:`olas_utils.similarity.retrieval_ranks`: target,
+    source, metric, ranks) to ``cols`` (``{column: values}`` of :data:`RETRIEVAL_ITEM_COLUMNS`), one row
+    per chunk, labelled with ``family``, ``control``, ``protocol`` and ``key``."""
+    n = len(r["ranks"])
+    labels = {"family": family, "control": control, "protocol": protocol, "key": key, "metric": r["metric"]}
+    for c, v in (*labels.items(), ("target", r["target"]), ("source", r["source"])):
+        cols[c].extend([v] * n)
+    cols["chunk"].extend(range(n))
+    cols["rank"].extend(r["ranks"].tolist())
 
 
 def classifier_frame(

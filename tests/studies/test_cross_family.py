@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from test_crosslm import _Images
 
 from olas_utils.similarity import retrieval_ranks
 from olas_utils.similarity.images import SYMMETRISED, causal_view, to_image
@@ -35,15 +36,6 @@ def test_a_causal_models_own_image_is_its_causal_view(protocol, size):
     np.testing.assert_allclose(causal_view(img), img, atol=1e-7)
     enc = to_image(torch.rand(12, 12, generator=g), causal=False, image_size=size, protocol=protocol).numpy()
     assert not np.allclose(causal_view(enc), enc)  # an encoder's image is not
-
-
-class _Images:
-    def __init__(self, arrays):
-        self.arrays = arrays
-        self.keys = list(arrays)
-
-    def images(self, key):
-        return self.arrays[key]
 
 
 def _image_set():
