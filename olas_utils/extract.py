@@ -26,18 +26,23 @@ Stable names of what can be extracted (keys of :class:`OLAMaps`; parsed and form
 ``"valuenorm:k"``   order-k decomposition of the per-layer matrices (the OLA recurrence:
 ``"alti:k"``        sum over the ``C(N, k)`` ordered products of k distinct layers, divided
 ``"globenc:k"``     by ``C(N, k)``); ``"alti:1"`` is the mean per-layer ALTI matrix
+``"flow"``          attention flow: the max-flow from output token i to input token j through
+                    every layer's ``(A(l) + I) / 2`` (Abnar & Zuidema, 2020; :mod:`olas_utils.flow`)
 ==================  =========================================================================
 
 The per-layer mean attention baseline is ``"ola:1"`` (identical by definition). Mixing keys
 (``extract_ola(..., mixing=("alti", "valuenorm:2"))``) come from the same forward pass as OLA
 (:mod:`olas_utils.mixing`, ``docs/method.md#context-mixing``); their raw per-layer matrices
-from :func:`mixing_layers`.
+from :func:`mixing_layers`. Attention flow (``mixing=("flow",)``) is solved after the forward
+passes from every layer's head-averaged attention of each sentence
+(:func:`olas_utils.flow.attention_flow_many`: its cost estimate is printed first; T² max-flows a
+sentence, so it is opt-in).
 
 ``attention="uniform"`` replaces every layer's attention by uniform attention
 (:mod:`olas_utils.uniform`) and runs no forward pass: the *tokenizer-only control*, through
 exactly the same tokenisation, batching, recurrence and pooling. Mixing keys need a forward
-pass; their tokenizer-only maps are their uniform counterparts, which :func:`uniform_mixing`
-adds to such an extraction.
+pass; their tokenizer-only maps (and attention flow's) are their uniform counterparts, which
+:func:`uniform_mixing` adds to such an extraction.
 """
 
 from __future__ import annotations
@@ -112,7 +117,8 @@ def parse_key(key: str, num_layers: int) -> tuple[str, int | None]:
 
 
 def _mixing_keys(mixing: Iterable[str]) -> list[str]:
-    """The mixing keys as canonical names, each once, in the given order (no model needed)."""
+    """The on-request keys (context mixing, attention flow) as canonical names, each once, in the
+    given order (no model needed)."""
     if isinstance(mixing, (str, bytes, MapKey)) or not isinstance(mixing, Iterable):
         raise TypeError(f"mixing must be a collection of keys, e.g. mixing=({str(mixing)!r},), got {mixing!r}")
     out: list[str] = []
@@ -121,10 +127,10 @@ def _mixing_keys(mixing: Iterable[str]) -> list[str]:
             k = MapKey.parse(key)
         except ValueError as e:
             raise ValueError(f"unknown map name {key!r} in mixing ({e})") from None
-        if not k.mixing:
+        if not k.on_request:
             raise ValueError(
                 f"{str(k)!r} is not a context-mixing key: mixing takes 'valuenorm', 'alti', 'globenc' and their "
-                "orders ('alti:2'); OLA orders, rollout and layers have their own arguments"
+                "orders ('alti:2'), and attention flow ('flow'); OLA orders, rollout and layers have their own arguments"
             )
         if str(k) not in out:
             out.append(str(k))
@@ -245,7 +251,10 @@ def extract_ola(
             the embedding table are refused either way.
         mixing: context-mixing keys computed in the same forward pass (default none):
             ``"valuenorm"``, ``"alti"``, ``"globenc"`` and their orders ``"valuenorm:k"``,
-            ``"alti:k"``, ``"globenc:k"`` (module docstring, :mod:`olas_utils.mixing`). Every
+            ``"alti:k"``, ``"globenc:k"`` (module docstring, :mod:`olas_utils.mixing`), and
+            attention flow, ``"flow"`` (:func:`olas_utils.flow.attention_flow_many` on every layer's
+            head-averaged attention of each sentence after the forward passes; one process,
+            sentences of at most :data:`olas_utils.flow.DEFAULT_MAX_TOKENS` tokens). Every
             other key is bit-identical with and without them. ``"globenc"`` needs a post-LN
             encoder; an architecture without a
             :data:`~olas_utils.mixing_specs.MIXING_SPECS` entry is refused (OLA keys still work
@@ -292,11 +301,13 @@ def extract_ola(
     mixing = _mixing_keys(mixing)
     if mixing and attention == "uniform":
         raise ValueError(
-            f"mixing={mixing} needs the model's value vectors and hidden states, but attention='uniform' runs no "
-            "forward pass (it replaces attention by uniform attention). Extract mixing keys with attention='model'; "
+            f"mixing={mixing}: attention='uniform' runs no forward pass (it replaces attention by uniform "
+            "attention), so it gives no value vectors or hidden states. Extract these keys with attention='model'; "
             "their tokenizer-only maps (each key's uniform counterpart, olas_utils.uniform.uniform_reference) are "
             "added to a uniform extraction by olas_utils.extract.uniform_mixing(res, mixing)"
         )
+    flow = str(MapKey("flow")) in mixing
+    capture_mixing = [k for k in mixing if MapKey.parse(k).mixing]
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
     if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Iterable):
@@ -325,6 +336,7 @@ def extract_ola(
     layer_idx = [parse_key(MapKey.layer(i), n_layers)[1] % n_layers for i in layers]
     for key in mixing:
         parse_key(key, n_layers)
+    kept = sorted(set(layer_idx) | (set(range(n_layers)) if flow else set()))
     if device is not None:
         from olas_utils.settings import resolve_device
 
@@ -351,8 +363,9 @@ def extract_ola(
     capture = (
         contextlib.nullcontext()
         if uniform
-        else AttentionCapture(model, max_order=max(wanted), rollout=rollout, keep_layers=layer_idx, mixing=mixing)
+        else AttentionCapture(model, max_order=max(wanted), rollout=rollout, keep_layers=kept, mixing=capture_mixing)
     )
+    flow_layers: list = [None] * len(lengths)  # per sentence (N, T_i, T_i), for attention flow
     with capture as cap:
         for idx in tqdm(
             buckets, desc=f"OLA {model_name or getattr(model, 'name_or_path', '')}", disable=not progress, unit="batch"
@@ -382,16 +395,25 @@ def extract_ola(
                 results[str(MapKey("rollout"))] = acc.rollout_map()
             for i_req, i_abs in zip(layers, layer_idx):
                 results[str(MapKey.layer(i_req))] = acc.layers[i_abs]
-            for key in mixing:
+            for key in capture_mixing:
                 k = MapKey.parse(key)
                 m = mix.accumulators[k.method]
                 results[key] = m.aggregate() if k.index is None else m.order(k.index)
+            if flow:
+                stack = torch.stack([acc.layers[i] for i in range(n_layers)], 1).float().cpu()  # (B, N, t, t)
+                for row, i in enumerate(idx):
+                    flow_layers[i] = stack[row, :, : lengths[i], : lengths[i]].contiguous()
             for key, val in results.items():
                 val = val.float().cpu()
                 for row, i in enumerate(idx):
                     out[key][i] = val[row, : lengths[i], : lengths[i]].contiguous()
             del acc, results
             mix = None
+    if flow:
+        from olas_utils.flow import attention_flow_many
+
+        out[str(MapKey("flow"))] = attention_flow_many(flow_layers, progress=progress)
+        del flow_layers
     res = OLAMaps(
         maps=out,
         tokens=batch_all.tokens,
@@ -417,14 +439,15 @@ def uniform_mixing(res: OLAMaps, mixing: Iterable[str]) -> OLAMaps:
     (:func:`olas_utils.uniform.uniform_reference`): every per-layer matrix replaced by uniform
     attention over the tokens its queries see (each visible token contributes alike), then
     aggregated as the key aggregates real matrices (``"alti:k"`` like ``"ola:k"``,
-    ``"valuenorm"`` like rollout, ``"alti"`` / ``"globenc"`` as the product of the layers).
+    ``"valuenorm"`` like rollout, ``"alti"`` / ``"globenc"`` as the product of the layers); the
+    control's attention flow (``"flow"``) is the flow of its uniform layers.
     Each layer's sliding window (``res.windows``) is honoured, as in the control's OLA maps
     (``docs/method.md#controls``).
 
     Args:
         res: a subword-level ``extract_ola(..., attention="uniform")`` result.
         mixing: context-mixing keys (``"alti"``, ``"valuenorm:2"``, ...; orders up to
-            ``res.num_layers``).
+            ``res.num_layers``) and ``"flow"``.
 
     Returns:
         A new :class:`OLAMaps` with ``res``'s maps and one ``(T_i, T_i)`` float32 map per
@@ -497,6 +520,11 @@ def mixing_layers(
 
     methods = list(dict.fromkeys(methods))
     keys = _mixing_keys(methods)
+    if any(not MapKey.parse(k).mixing for k in keys):
+        raise ValueError(
+            f"methods {methods}: attention flow has no per-layer matrices of its own (its layers are the "
+            "head-averaged attention maps, 'layer:i' of extract_ola); mixing_layers takes 'valuenorm', 'alti', 'globenc'"
+        )
     if any(":" in k for k in keys):
         raise ValueError(f"methods are names without an order ('valuenorm', 'alti', 'globenc'), got {methods}")
     check_model(model)

@@ -168,7 +168,8 @@ def require_mixing(model: torch.nn.Module, keys: Iterable[str]) -> None:
 
     Args:
         model: a ``transformers`` model.
-        keys: context-mixing keys or method names.
+        keys: context-mixing keys or method names (other on-request keys, such as ``"flow"``, are
+            not its business and pass).
 
     Raises:
         ValueError: naming the keys, the reason (an attention class without a :data:`MIXING_SPECS`
@@ -177,7 +178,7 @@ def require_mixing(model: torch.nn.Module, keys: Iterable[str]) -> None:
     """
     from olas_utils.vocabulary import MapKey
 
-    keys = [str(MapKey.parse(k)) for k in keys]
+    keys = [str(MapKey.parse(k)) for k in keys if MapKey.parse(k).mixing]  # "flow" needs only attention
     for method in dict.fromkeys(MapKey.parse(k).method for k in keys):
         why = mixing_problem(model, [method])
         if why is not None:

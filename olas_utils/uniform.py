@@ -122,6 +122,10 @@ def _reference(
         for u in layers:
             acc.add_layer(u)
         out = acc.ola(k)
+    elif parsed is not None and parsed.method == "flow":
+        from olas_utils.flow import attention_flow
+
+        out = attention_flow(torch.stack([u[0] for u in layers]))[None]
     elif parsed is not None and (parsed.method == "rollout" or mixing):
         acc = OrderAccumulator(max_order=0, num_layers=num_layers, rollout=True, dtype=torch.float64)
         for u in layers:
@@ -134,7 +138,8 @@ def _reference(
         out = layers[i]
     else:
         raise ValueError(
-            f"no uniform reference for key {key!r}: use 'ola:k', 'rollout', 'layer:i' or a mixing key ('alti', 'alti:k', ...)"
+            f"no uniform reference for key {key!r}: use 'ola:k', 'rollout', 'layer:i', 'flow' or a mixing key "
+            "('alti', 'alti:k', ...)"
         )
     return out[0].to(torch.float32)
 
@@ -188,7 +193,9 @@ def uniform_reference(
     ``U_i``. Context-mixing keys (:mod:`olas_utils.mixing`) aggregate row-stochastic per-layer
     matrices over the visible tokens, whose uniform counterpart is ``U_i`` too (every visible
     token contributes alike): ``"alti:k"`` etc. are order k of the ``U_i`` like ``"ola:k"``,
-    ``"valuenorm"`` is ``Π(U_i + I)`` like rollout, ``"alti"`` and ``"globenc"`` are ``Π U_i``. With ``windows``, layer ``i``'s ``U_i`` is :func:`uniform_attention` with window
+    ``"valuenorm"`` is ``Π(U_i + I)`` like rollout, ``"alti"`` and ``"globenc"`` are ``Π U_i``;
+    ``"flow"`` is the attention flow of the ``U_i`` (:func:`olas_utils.flow.attention_flow`: T²
+    max-flows, once per cached shape). With ``windows``, layer ``i``'s ``U_i`` is :func:`uniform_attention` with window
     ``windows[i]``. Computed in float64 with the same recurrence as real maps, cached per
     ``(key, T, causal, N, windows that bind at T)``; windows of at least T tokens change
     nothing (the result is the very tensor computed without them).

@@ -188,30 +188,38 @@ class KeyMethod:
             ``"product"``, ``Π M(i)`` (ALTI's aggregation; the residual is already in ``M``).
         mixing: a context-mixing method (:mod:`olas_utils.mixing`): its per-layer matrices
             come from the model's value vectors and hidden states, not from attention alone.
+        on_request: extracted only when asked for, through extraction's ``mixing=`` argument
+            (:func:`olas_utils.extract.extract_ola`): every context-mixing method, and attention
+            flow (:mod:`olas_utils.flow`), which needs every layer of a sentence at once.
     """
 
     index: str
     optional: bool = False
     bare: str | None = None
     mixing: bool = False
+    on_request: bool = False
 
     def __post_init__(self) -> None:
         if self.bare not in (None, "rollout", "product"):
             raise ValueError(f"bare must be None, 'rollout' or 'product', got {self.bare!r}")
+        if self.mixing and not self.on_request:
+            raise ValueError("a context-mixing method is extracted on request: pass on_request=True")
 
 
-#: The map methods a key may name. A new method (``"flow"``) is one more row; extraction
-#: must learn to produce it before it is added. The context-mixing methods
+#: The map methods a key may name. A new method is one more row; extraction must learn to
+#: produce it before it is added. The context-mixing methods
 #: (``docs/method.md#context-mixing``): ``"valuenorm:k"`` / ``"alti:k"`` / ``"globenc:k"`` are the
 #: order-k decompositions of their row-normalised per-layer matrices (the OLA recurrence),
-#: the bare keys their aggregation over all layers.
+#: the bare keys their aggregation over all layers. ``"flow"``: attention flow (Abnar & Zuidema
+#: 2020, ``docs/method.md#attention-flow``), max-flows through every layer's attention.
 KEY_METHODS: dict[str, KeyMethod] = {
     "ola": KeyMethod("order"),
     "rollout": KeyMethod("none"),
     "layer": KeyMethod("layer"),
-    "valuenorm": KeyMethod("order", optional=True, bare="rollout", mixing=True),
-    "alti": KeyMethod("order", optional=True, bare="product", mixing=True),
-    "globenc": KeyMethod("order", optional=True, bare="product", mixing=True),
+    "valuenorm": KeyMethod("order", optional=True, bare="rollout", mixing=True, on_request=True),
+    "alti": KeyMethod("order", optional=True, bare="product", mixing=True, on_request=True),
+    "globenc": KeyMethod("order", optional=True, bare="product", mixing=True, on_request=True),
+    "flow": KeyMethod("none", on_request=True),
 }
 
 
@@ -287,6 +295,12 @@ class MapKey:
         """Whether this key names a context-mixing map (``"alti:2"``, ``"valuenorm"``, ...)."""
         return KEY_METHODS[self.method].mixing
 
+    @property
+    def on_request(self) -> bool:
+        """Whether this key is extracted only when asked for (extraction's ``mixing=`` argument):
+        a context-mixing map or attention flow (``"flow"``)."""
+        return KEY_METHODS[self.method].on_request
+
     def check(self, num_layers: int) -> MapKey:
         """This key, if a model of ``num_layers`` layers has it.
 
@@ -327,6 +341,7 @@ KEY_LABELS: dict[str, str] = {
     "globenc:1": "GlobEnc order 1 (= per-layer mean attributions)",
     "globenc:2": "GlobEnc order 2",
     "globenc:3": "GlobEnc order 3",
+    "flow": "attention flow (Abnar & Zuidema 2020)",
 }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 from typing import Sequence
 
-from olas_utils.vocabulary import MapKey
+from olas_utils.vocabulary import KEY_METHODS, MapKey
 
 __all__ = ["orders_for", "keys_for", "mixing_keys", "mixing_skips", "drop_skipped"]
 
@@ -61,13 +61,14 @@ def keys_for(model: str, keys: Sequence[str], num_layers: int | None = None) -> 
 
 
 def mixing_keys(keys: Sequence[str]) -> list[str]:
-    """The context-mixing keys among ``keys`` (``"alti"``, ``"valuenorm:2"``, ...), as
+    """The keys among ``keys`` that extraction computes on request (its ``mixing=`` argument: the
+    context-mixing keys ``"alti"``, ``"valuenorm:2"``, ... and attention flow, ``"flow"``), as
     canonical names, in order.
 
     Raises:
         ValueError: a key that is not a map key (:meth:`olas_utils.vocabulary.MapKey.parse`).
     """
-    return [str(k) for k in map(MapKey.parse, keys) if k.mixing]
+    return [str(k) for k in map(MapKey.parse, keys) if k.on_request]
 
 
 def mixing_skips(model, keys: Sequence[str], *, level: str = "subword") -> dict[str, str]:
@@ -101,7 +102,10 @@ def mixing_skips(model, keys: Sequence[str], *, level: str = "subword") -> dict[
     from olas_utils.uniform import neutral_problem
 
     n = num_attention_layers(model)
-    problems = {m: mixing_problem(model, [m]) for m in dict.fromkeys(MapKey.parse(k).method for k in wanted)}
+    problems = {  # attention flow needs only the attention every model gives
+        m: mixing_problem(model, [m]) if KEY_METHODS[m].mixing else None
+        for m in dict.fromkeys(MapKey.parse(k).method for k in wanted)
+    }
     causal = is_causal_model(model) if level == "word" else False
     out = {}
     for key in wanted:
@@ -134,5 +138,5 @@ def drop_skipped(model: str, keys: Sequence[str], skips: dict[str, str]) -> list
                 stacklevel=2,
             )
         else:
-            out.append(name if MapKey.parse(key).mixing else key)
+            out.append(name if MapKey.parse(key).on_request else key)
     return out

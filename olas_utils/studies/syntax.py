@@ -88,6 +88,12 @@ PROFILES: dict[str, SyntaxProfile] = {
 #: (minilm-l6 on 2026-12-05) and is trained again where they do not (smollm2-135m). Results in
 #: ``results/mixing/``.
 PROFILES["mixing"] = replace(PROFILES["quick"], keys=("ola:1", "rollout", "alti:1", "valuenorm:1"))
+#: ``flow``: quick's models, sizes, settings and controls with attention flow (Abnar & Zuidema 2020,
+#: ``docs/method.md#attention-flow``) beside OLA order 1 and rollout, the paper's other aggregation of
+#: every layer's attention: T² max-flows per sentence, which quick's sentences (3–20 words) keep to
+#: minutes on a CPU. The tokenizer-only control's flow is that of uniform attention. Results in
+#: ``results/flow/``.
+PROFILES["flow"] = replace(PROFILES["quick"], keys=("ola:1", "rollout", "flow"))
 
 #: Condition names of the trained parser and of the model-free baseline.
 _BASELINE = Control.BASELINE.condition

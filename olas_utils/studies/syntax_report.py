@@ -90,13 +90,15 @@ def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas")
 
 
 def _comparisons(keys: list[str]) -> list[tuple[str, str]]:
-    """The paper's order claims among ``keys``: each order above the next, each order above rollout;
-    and, beyond the paper, each OLA order against the context-mixing keys of the same order
+    """The paper's order claims among ``keys``: each order above the next, each order above rollout
+    and above attention flow (the paper's other aggregation of every layer's attention); and, beyond
+    the paper, each OLA order against the context-mixing keys of the same order
     (``ola:1`` − ``alti:1``, ``ola:1`` − ``valuenorm:1``: attention or context mixing?)."""
     orders = sorted((k for k in keys if MapKey.parse(k).order is not None), key=lambda k: MapKey.parse(k).order)
     pairs = list(zip(orders, orders[1:]))
-    if "rollout" in keys:
-        pairs += [(k, "rollout") for k in orders]
+    for aggregate in _AGGREGATES:
+        if aggregate in keys:
+            pairs += [(k, aggregate) for k in orders]
     for k in keys:
         m = MapKey.parse(k)
         if m.mixing and m.index is not None and f"ola:{m.index}" in keys:
@@ -104,10 +106,15 @@ def _comparisons(keys: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
+#: Aggregations of every layer's attention that each OLA order is set against, with their names in the text.
+_AGGREGATES = {"rollout": "Rollout", "flow": "Attention flow"}
+
+
 def _kind(lower: str) -> str:
-    """What an order-table row compares with: ``"order"`` (the next OLA order), ``"rollout"`` or ``"mixing"``."""
-    if lower == "rollout":
-        return "rollout"
+    """What an order-table row compares with: ``"order"`` (the next OLA order), ``"rollout"``, ``"flow"``
+    or ``"mixing"``."""
+    if lower in _AGGREGATES:
+        return lower
     return "mixing" if MapKey.parse(lower).mixing else "order"
 
 
@@ -334,10 +341,12 @@ def comparison_markdown(
         + ", ".join(f"{k} {v[0]}" for k, v in PAPER_PARSER.items())
         + "."
     )
-    ro = orders[kinds == "rollout"]
-    if len(ro):
+    for aggregate, name in _AGGREGATES.items():
+        ro = orders[kinds == aggregate]
+        if not len(ro):
+            continue
         lines.append(
-            "* Rollout below every OLA order (each order's UAS minus rollout's): "
+            f"* {name} below every OLA order (each order's UAS minus {aggregate}'s): "
             + "; ".join(
                 f"{model}: **{_claim(d)}** ("
                 + ", ".join(

@@ -115,8 +115,10 @@ def _mixing(mixing: Sequence[str]) -> list[str]:
     out = set()
     for key in mixing:
         k = MapKey.parse(key)
-        if not k.mixing:
-            raise ValueError(f"{str(k)!r} is not a context-mixing key ('valuenorm', 'alti', 'globenc', 'alti:2', ...)")
+        if not k.on_request:
+            raise ValueError(
+                f"{str(k)!r} is not a context-mixing key ('valuenorm', 'alti', 'globenc', 'alti:2', ...) or 'flow'"
+            )
         out.add(str(k))
     return sorted(out)
 

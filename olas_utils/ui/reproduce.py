@@ -6,7 +6,7 @@ the notebooks themselves write their figures to ``figures/`` and tables to ``res
 Any other profile writes to ``results/<profile>/`` and ``figures/<profile>/`` (executed copies
 in ``results/<profile>/executed/``), so it never overwrites the committed quick results. The
 ``wide`` and ``tagging`` profiles exist for notebook 04 only, ``gemma`` for notebook 02 only and
-``mixing`` for notebooks 02 and 03 (:data:`NOTEBOOKS_OF`).
+``mixing`` for notebooks 02 and 03, ``flow`` for notebook 03 (:data:`NOTEBOOKS_OF`).
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ from olas_utils.settings import project_root
 
 __all__ = ["PROFILES", "NOTEBOOKS_OF", "list_notebooks", "output_dirs", "run_notebook", "reproduce", "main"]
 
-PROFILES = ("smoke", "quick", "wide", "tagging", "gemma", "mixing", "paper")
+PROFILES = ("smoke", "quick", "wide", "tagging", "gemma", "mixing", "flow", "paper")
 #: Profiles that only some notebooks have: profile → notebook number prefixes.
 NOTEBOOKS_OF: dict[str, tuple[str, ...]] = {
     "wide": ("04",),
     "tagging": ("04",),
     "gemma": ("02",),
     "mixing": ("02", "03"),
+    "flow": ("03",),
 }
 #: Profiles whose committed outputs the README's results summary quotes
 #: (:func:`olas_utils.studies.summary.update_readme` runs after them).

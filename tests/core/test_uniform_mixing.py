@@ -88,7 +88,7 @@ def test_neutral_pooling_of_a_product_of_many_causal_layers_is_named_meaningless
         ("valuenorm", True, 30),  # Π (U + I) keeps the identity
         ("ola:30", True, 30),
         ("rollout", True, 30),
-        ("flow", True, 30),  # not a map key: uniform_reference refuses it
+        ("flow", True, 30),  # flows of at most 1 through (U + I) / 2: no product of many layers
     ]:
         assert neutral_problem(key, causal=causal, num_layers=n) is None, key
     # why: the reference's smallest visible entry against float32 at 70 tokens (a 50-word chunk)

@@ -53,9 +53,45 @@ def test_validate_keys_accepts_mixing_keys_and_keeps_the_others_as_they_were():
     assert validate_keys([], ["alti"])[3:] == (["alti"], ["alti"])
 
 
-@pytest.mark.parametrize("bad", ["flow", "ola:1", "alti:x", "attention", "valuenorm:-1"])
+def test_attention_flow_is_an_image_cache_baseline_with_its_uniform_counterpart_for_the_control(tmp_path, llama):
+    """``"flow"`` travels like a mixing key (extracted on request, in the manifest's keys): its images are
+    ``extract_ola(..., mixing=("flow",))``'s maps through the protocol, and the tokenizer-only control's
+    are those of uniform attention's flow (1 on every visible word pair at word level)."""
+    from olas_utils.extract import uniform_mixing
+    from olas_utils.zoo.controls import uniform_attention_copy
+
+    assert validate_keys([1], ["rollout", "flow"])[3:] == (["flow"], ["ola:1", "rollout", "flow"])
+    few = build_chunks(n_chunks=2, chunk_words=10)
+    for lm, attention in ((llama, "model"), (uniform_attention_copy(llama), "uniform")):
+        got = ic.extract_protocols(
+            lm, few, protocols=["paper", "word"], baselines=("flow",), cache_dir=tmp_path / attention, **SETTINGS
+        )
+        assert got["paper"].keys == ["ola:1", "ola:2", "flow"]
+        real = extract_ola(
+            llama.model,
+            llama.tokenizer,
+            few,
+            orders=(1,),
+            attention=attention,
+            progress=False,
+            **({"mixing": ("flow",)} if attention == "model" else {}),
+        )
+        if attention == "uniform":
+            real = uniform_mixing(real, ["flow"])
+        for i in range(len(few)):
+            want = to_image(real["flow"][i], causal=True, image_size=12, protocol="paper")
+            np.testing.assert_allclose(got["paper"].images("flow")[i], want.numpy(), rtol=1e-5, atol=1e-6)
+            if attention == "uniform":
+                w = int(got["word"].lengths()[i])
+                ones = to_image(torch.ones(w, w).tril(), causal=True, image_size=12, protocol="word")
+                np.testing.assert_allclose(got["word"].images("flow")[i], ones.numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", ["ola:1", "alti:x", "attention", "valuenorm:-1", "flow:2"])
 def test_an_unknown_baseline_is_refused_with_what_is_accepted(tmp_path, bert, chunks, bad):
-    with pytest.raises(ValueError, match=f"unknown baseline {bad!r}: use 'rollout', 'layer:I' or a context-mixing key"):
+    with pytest.raises(
+        ValueError, match=f"unknown baseline {bad!r}: use 'rollout', 'layer:I', 'flow' or a context-mixing key"
+    ):
         validate_keys([1], ["rollout", bad])
     with pytest.raises(ValueError, match="'valuenorm', 'alti', 'globenc'"):
         ic.extract_to_cache(bert, chunks, cache_root=tmp_path / "c", baselines=("rollout", bad), **SETTINGS)

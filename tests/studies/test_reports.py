@@ -267,3 +267,27 @@ def test_classifier_text_says_when_seeds_repeat_one_deterministic_logistic_fit()
     assert "augmented copy of the one source, per seed" in single
     resnet = _classifier_lines(pd.DataFrame([{**row, "design": "resnet18", "top1 sd": 0.02}]), None)[0]
     assert "mean of 3 seeds, sd 2.0 points" in resnet and "deterministic" not in resnet
+
+
+def test_attention_flow_is_set_against_every_ola_order_like_rollout():
+    """Attention flow given the ola:3 parser's outcomes: each OLA order minus flow is a row of its own
+    kind, read as "Attention flow below every OLA order", not as a step between orders or a mixing row."""
+    from olas_utils.studies import syntax_report
+
+    assert syntax_report._comparisons(["ola:1", "ola:2", "rollout", "flow"]) == [
+        ("ola:1", "ola:2"),
+        ("ola:1", "rollout"),
+        ("ola:2", "rollout"),
+        ("ola:1", "flow"),
+        ("ola:2", "flow"),
+    ]
+    parser, items = _syntax()
+    keep = items.key.isin(["ola:1", "ola:3", "-"])
+    flowed = items[keep].copy()
+    flowed.loc[flowed.key == "ola:3", "key"] = "flow"
+    runs = parser[parser.key.isin(["ola:1", "ola:3"])].replace({"key": {"ola:3": "flow"}})
+    o = syntax_report.order_table(flowed).set_index("comparison")
+    assert list(o.index) == ["ola:1 − flow"] and o.loc["ola:1 − flow", "verdict"] == "beats"
+    text = syntax_report.comparison_markdown(runs, flowed, _probes(), sizes="S")
+    assert "Attention flow below every OLA order" in text and "m: **shown** (ola:1 − flow +" in text
+    assert "Attention or context mixing?" not in text and "Rollout below" not in text

@@ -74,12 +74,12 @@ def validate_keys(
             rollout = True
         elif key is not None and key.method == "layer":  # the index is checked against the model by parse_key
             layers.append(key.index)
-        elif key is not None and key.mixing:  # the order and the architecture are checked by plan_targets
+        elif key is not None and key.on_request:  # the order and the architecture are checked by plan_targets
             base[n] = str(key)
             mixing.append(str(key))
         else:
             raise ValueError(
-                f"unknown baseline {b!r}: use 'rollout', 'layer:I' or a context-mixing key "
+                f"unknown baseline {b!r}: use 'rollout', 'layer:I', 'flow' or a context-mixing key "
                 f"({', '.join(repr(m) for m, spec in KEY_METHODS.items() if spec.mixing)}, each also as "
                 "'<method>:K'); OLA orders go in orders="
             )
