@@ -14,7 +14,8 @@ resampled (``docs/method.md#uncertainty``):
   so they are not independent draws of a model pair: the interval is, if anything, narrow;
 * the classifier's accuracy on a target: seeds and test images (``(seed, image)``); with
   one seed the interval covers the images only (``resampled`` says so);
-* a margin: the same cells for both systems, paired.
+* a margin: the same cells for both systems, paired (also between two map keys of the trained
+  models: :func:`key_margin_frame`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "with_lineage",
     "lineage_verdict_frame",
     "lineage_gap_frame",
+    "key_margin_frame",
 ]
 
 #: The ``lineage`` column of :func:`with_lineage`: the two models' weights descend from one
@@ -458,3 +460,69 @@ def classifier_verdict_frame(items: pd.DataFrame) -> pd.DataFrame:
             {"meta": dict(zip(by, names)), "trained": trained, "controls": systems, "units": ["seeds", "images"]}
         )
     return _verdict_cells(cells, "top1")
+
+
+def key_margin_frame(items: pd.DataFrame, *, reference: str = "ola:1", metric: str = "ssim") -> pd.DataFrame:
+    """The trained models' ``reference`` key (default OLA order 1) against every other
+    non-OLA key of the run (rollout, single layers, ALTI, value norms, attention flow), paired
+    over the same units and items: the paper's OLA / rollout / ALTI comparison as margins, with
+    three-way verdicts Holm-corrected across the table (``beats``: ``reference`` scores higher).
+
+    Args:
+        items: retrieval items (:func:`olas_utils.studies.crosslm.retrieval_items`: rows with
+            ``metric``, compared per protocol and family over ordered pairs × chunks) or
+            classifier items (those of :func:`olas_utils.studies.crosslm.classifier_frame`:
+            compared per family, target and protocol over seeds × test images).
+        reference: the key every other is set against.
+        metric: retrieval only: the metric compared.
+
+    Returns:
+        One row per cell and other key: the cell's columns, ``key`` (the other key),
+        ``reference``, ``reference_score`` / ``key_score`` (Hit@1 or top-1, fractions) with
+        ``_low`` / ``_high`` 95 % intervals, ``margin`` (reference − key) with ``margin_low`` /
+        ``margin_high``, ``p``, ``verdict``, ``holm_cells`` and the unit counts (``pairs`` and
+        ``chunks``, or ``seeds`` and ``images``). Empty when no cell has ``reference`` beside
+        another non-OLA key.
+    """
+    retrieval = "metric" in items.columns
+    if retrieval:
+        items = items[items["metric"] == metric]
+        by, units, names = ["protocol", "family"], ["target", "source"], ["pairs", "chunks"]
+    else:
+        by, units, names = ["family", "target", "protocol"], ["seed"], ["seeds", "images"]
+    items = items[items["control"] == _TRAINED]
+    rows, margins = [], []
+    for cell, g in _groups(items, by):
+        keys = list(dict.fromkeys(g["key"].astype(str)))
+        if reference not in keys:
+            continue
+        ref = outcome_array(g[g["key"] == reference], units=units)
+        for key in keys:
+            if key == reference or key.startswith("ola:"):
+                continue
+            mine, theirs = _align(ref, outcome_array(g[g["key"] == key], units=units))
+            a, b, m = interval(mine), interval(theirs), margin(mine, theirs)
+            margins.append(m)
+            rows.append(
+                {
+                    **dict(zip(by, cell)),
+                    "key": key,
+                    "reference": reference,
+                    "reference_score": a.estimate,
+                    "reference_low": a.low,
+                    "reference_high": a.high,
+                    "key_score": b.estimate,
+                    "key_low": b.low,
+                    "key_high": b.high,
+                    "margin": m.estimate,
+                    "margin_low": m.low,
+                    "margin_high": m.high,
+                    "p": m.p_value,
+                    **dict(zip(names, mine.shape)),
+                }
+            )
+    out = pd.DataFrame(rows)
+    if len(out):
+        out.insert(out.columns.get_loc("p") + 1, "verdict", verdicts(margins))
+        out.insert(out.columns.get_loc("verdict") + 1, "holm_cells", len(margins))
+    return out

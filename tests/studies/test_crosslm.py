@@ -384,3 +384,44 @@ def test_logistic_frame_fits_each_cell_as_a_direct_call_would():
         assert r["curve"] == ";".join(f"{v:.3f}" for v in ref.selection_top1)
     single = runs[runs.family == "encoder"]
     assert single.groupby("target").curve.nunique().eq(2).all()  # each seed's own augmented copy: its own curve
+
+
+def test_key_margins_are_paired_on_the_same_pairs_and_chunks_by_hand():
+    """ola:1 hits 9/10 and 7/10 on the two ordered pairs; rollout 1/10 and 2/10 (far below: beats);
+    alti hits the same chunks as ola:1 but one (indistinguishable); layer:0 everything (4 chunks more).
+    Controls and the other OLA orders are never compared; the margin is the paired mean difference."""
+    from olas_utils.studies.key_margins import key_margin_markdown
+    from olas_utils.uncertainty import margin
+
+    hit = lambda k: [0] * k + [3] * (10 - k)  # noqa: E731
+    spec = {
+        ("paper", "none", "ola:1"): [hit(9), hit(7)],
+        ("paper", "none", "ola:2"): [hit(1), hit(1)],
+        ("paper", "none", "rollout"): [hit(1), hit(2)],
+        ("paper", "none", "alti"): [hit(8), hit(7)],
+        ("paper", "none", "layer:0"): [hit(10), hit(10)],
+        ("paper", "uniform", "ola:1"): [hit(0), hit(0)],
+    }
+    it = items(spec, models=("a", "b"))
+    t = crosslm_stats.key_margin_frame(it).set_index("key")
+    assert list(t.index) == ["rollout", "alti", "layer:0"] and set(t.reference) == {"ola:1"}
+    assert t.loc["rollout", "margin"] == pytest.approx(0.8 - 0.15) and t.loc["rollout", "verdict"] == BEATS
+    assert t.loc["alti", "verdict"] == INDISTINGUISHABLE and t.loc["layer:0", "margin"] == pytest.approx(-0.2)
+    flipped = crosslm_stats.key_margin_frame(it, reference="rollout").set_index("key")
+    assert flipped.loc["alti", "verdict"] == LOSES and flipped.loc["alti", "margin"] == pytest.approx(0.15 - 0.75)
+    ref = np.array([hit(9), hit(7)]) == 0
+    other = np.array([hit(1), hit(2)]) == 0
+    m = margin(ref.astype(float), other.astype(float))
+    assert (t.loc["rollout", "margin_low"], t.loc["rollout", "margin_high"]) == (m.low, m.high)
+    assert t.loc["rollout", "pairs"] == 2 and t.loc["rollout", "chunks"] == 10 and t.holm_cells.iloc[0] == 3
+    # the classifier's items: per target, over seeds × images
+    runs, clf_items = classifier_tables()
+    extra = clf_items[clf_items.control == "none"].assign(key="rollout", rank=5)  # never a hit
+    c = crosslm_stats.key_margin_frame(pd.concat([clf_items, extra], ignore_index=True))
+    assert list(c.key) == ["rollout"] and c.verdict.iloc[0] == BEATS and c.seeds.iloc[0] == 3 and c.images.iloc[0] == 50
+    text = key_margin_markdown(crosslm_stats.key_margin_frame(it), c)
+    assert "* against attention rollout: retrieval" in text and "**1 beat, 0 indistinguishable, 0 lose (of 1)**" in text
+    assert "classifier, top-1 on the unseen model" in text
+    only_ola = it[it.key.isin(["ola:1", "ola:2"])]  # nothing but OLA orders: no row, and the reading says so
+    assert crosslm_stats.key_margin_frame(only_ola).empty
+    assert "No key to set against" in key_margin_markdown(crosslm_stats.key_margin_frame(only_ola))

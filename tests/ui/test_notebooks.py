@@ -71,6 +71,11 @@ def _check_items_of_02(results):
     mine = crossfamily.cross_family_tables(cross)["verdict"]
     np.testing.assert_allclose(verdict["ola_hit@1"], mine["ola_hit@1"], atol=1e-4)
     assert list(verdict["verdict"]) == list(mine["verdict"])
+    # OLA order 1 against rollout and ALTI (the smoke profile's baselines), paired, from the items
+    margins = pd.read_csv(results / "02_key_margins.csv")
+    mine = crosslm_stats.key_margin_frame(items)
+    assert set(margins["key"]) == {"rollout", "alti"} and list(margins["verdict"]) == list(mine["verdict"])
+    np.testing.assert_allclose(margins["margin"], mine["margin"], atol=1e-4)
 
 
 def _check_items(stem: str, results):
