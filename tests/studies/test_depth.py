@@ -3,6 +3,7 @@ give each model the orders it has and compare, per key, the models that have it.
 
 import numpy as np
 import pytest
+from test_crosslm import _Images
 
 from olas_utils.studies import crosslm
 from olas_utils.studies.depth import keys_for, orders_for
@@ -16,15 +17,6 @@ def test_orders_and_keys_follow_the_number_of_layers():
     keys = ["ola:1", "ola:2", "ola:3", "rollout", "layer:-1"]
     assert keys_for("splade-tiny", keys) == ["ola:1", "ola:2", "rollout", "layer:-1"]
     assert keys_for("e5-small", keys) == keys
-
-
-class _Images:
-    def __init__(self, arrays):
-        self.arrays = arrays
-        self.keys = list(arrays)
-
-    def images(self, key):
-        return self.arrays[key]
 
 
 def test_retrieval_pairs_per_key_are_those_of_the_models_that_have_it():
