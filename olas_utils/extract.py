@@ -349,6 +349,16 @@ def extract_ola(
     batch_all = tokenize_words(tokenizer, sentences, max_length=max_tokens(model, tokenizer), truncation=truncation)
     check_tokenizer_fits(model, tokenizer, batch_all.input_ids, match_config=check_tokenizer)
     lengths = batch_all.lengths
+    if flow:  # refused before any forward pass, not after (attention_flow_many would refuse it then)
+        from olas_utils.flow import DEFAULT_MAX_TOKENS
+
+        long = [i for i, n in enumerate(lengths) if n > DEFAULT_MAX_TOKENS]
+        if long:
+            raise ValueError(
+                f"mixing=('flow',): sentence(s) {long[:5]} have more than {DEFAULT_MAX_TOKENS} tokens "
+                f"(longest {max(lengths)}): attention flow solves T² max-flows a sentence. Leave 'flow' out for them, "
+                "or compute it with olas_utils.flow.attention_flow_many(..., max_tokens=None) on their 'layer:i' maps"
+            )
     keys = (
         [str(MapKey.ola(k)) for k in wanted]
         + ([str(MapKey("rollout"))] if rollout else [])

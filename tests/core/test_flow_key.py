@@ -102,6 +102,9 @@ def test_flow_is_requested_like_a_mixing_key_but_is_no_context_mixing(tiny_lm):
         mixing_layers(lm.model, lm.tokenizer, SENTS, methods=("flow",))
     with pytest.raises(ValueError, match="uniform_mixing"):
         extract_ola(lm.model, lm.tokenizer, SENTS, mixing=("flow",), attention="uniform", progress=False)
+    long = [["word"] * 130]
+    with pytest.raises(ValueError, match="more than 128 tokens"):
+        extract_ola(lm.model, lm.tokenizer, long, mixing=("flow",), progress=False)
     with pytest.raises(ValueError, match="'flow' takes no index"):
         MapKey.parse("flow:1")
 
