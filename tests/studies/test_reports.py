@@ -98,6 +98,16 @@ def test_order_claims_are_paired_margins_with_their_own_verdicts():
     assert "m: **not shown**" in syntax_report.comparison_markdown(parser, same, _probes(), sizes="S")
 
 
+def _ola3_as(key: str):
+    """The syntax runs and items with only ola:1, ola:3 and the neighbour chain ("-"), ola:3 renamed ``key``
+    (its outcomes far below ola:1's)."""
+    parser, items = _syntax()
+    renamed = items[items.key.isin(["ola:1", "ola:3", "-"])].copy()
+    renamed.loc[renamed.key == "ola:3", "key"] = key
+    runs = parser[parser.key.isin(["ola:1", "ola:3"])].replace({"key": {"ola:3": key}})
+    return runs, renamed
+
+
 def test_ola_against_a_context_mixing_key_of_the_same_order_is_its_own_claim():
     """alti:1 given the ola:3 parser's outcomes (far below ola:1): ola:1 − alti:1 beats and is read as the
     mixing comparison, not as a step between OLA orders; alti (bare) and valuenorm:2 (no ola:2 here) are
@@ -111,11 +121,7 @@ def test_ola_against_a_context_mixing_key_of_the_same_order_is_its_own_claim():
         ("ola:1", "alti:1"),
         ("ola:2", "valuenorm:2"),
     ]
-    parser, items = _syntax()
-    keep = items.key.isin(["ola:1", "ola:3", "-"])  # "-": the neighbour chain
-    mixed = items[keep].copy()
-    mixed.loc[mixed.key == "ola:3", "key"] = "alti:1"
-    runs = parser[parser.key.isin(["ola:1", "ola:3"])].replace({"key": {"ola:3": "alti:1"}})
+    runs, mixed = _ola3_as("alti:1")
     o = syntax_report.order_table(mixed).set_index("comparison")
     assert list(o.index) == ["ola:1 − alti:1"] and o.loc["ola:1 − alti:1", "verdict"] == "beats"
     text = syntax_report.comparison_markdown(runs, mixed, _probes(), sizes="S")
@@ -281,11 +287,7 @@ def test_attention_flow_is_set_against_every_ola_order_like_rollout():
         ("ola:1", "flow"),
         ("ola:2", "flow"),
     ]
-    parser, items = _syntax()
-    keep = items.key.isin(["ola:1", "ola:3", "-"])
-    flowed = items[keep].copy()
-    flowed.loc[flowed.key == "ola:3", "key"] = "flow"
-    runs = parser[parser.key.isin(["ola:1", "ola:3"])].replace({"key": {"ola:3": "flow"}})
+    runs, flowed = _ola3_as("flow")
     o = syntax_report.order_table(flowed).set_index("comparison")
     assert list(o.index) == ["ola:1 − flow"] and o.loc["ola:1 − flow", "verdict"] == "beats"
     text = syntax_report.comparison_markdown(runs, flowed, _probes(), sizes="S")
