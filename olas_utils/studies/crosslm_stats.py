@@ -185,6 +185,12 @@ def _align(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray]:
     return a[0][ia], b[0][ib]
 
 
+def _estimate_columns(prefix: str, iv, name: str | None = None) -> dict:
+    """``{name: estimate, "<prefix>_low": low, "<prefix>_high": high}`` (``name`` defaults to ``prefix``)
+    of an interval or margin, in that column order."""
+    return {name or prefix: iv.estimate, f"{prefix}_low": iv.low, f"{prefix}_high": iv.high}
+
+
 def _verdict_cells(cells: list[dict], label: str) -> pd.DataFrame:
     """Rows of a verdict table from ``cells`` (``meta``: the row's key columns, ``trained``:
     an outcome array, ``controls``: ``{name: outcome array}``), Holm over all of them."""
@@ -202,16 +208,10 @@ def _verdict_cells(cells: list[dict], label: str) -> pd.DataFrame:
         rows.append(
             {
                 **c["meta"],
-                f"ola_{label}": ola.estimate,
-                "ola_low": ola.low,
-                "ola_high": ola.high,
+                **_estimate_columns("ola", ola, f"ola_{label}"),
                 "strongest_control": best_name,
-                f"control_{label}": ctrl.estimate,
-                "control_low": ctrl.low,
-                "control_high": ctrl.high,
-                "margin": m.estimate,
-                "margin_low": m.low,
-                "margin_high": m.high,
+                **_estimate_columns("control", ctrl, f"control_{label}"),
+                **_estimate_columns("margin", m),
                 "p": m.p_value,
                 **c.get("extra", {}),
                 **dict(zip(c["units"], mine.shape)),
@@ -508,15 +508,9 @@ def key_margin_frame(items: pd.DataFrame, *, reference: str = "ola:1", metric: s
                     **dict(zip(by, cell)),
                     "key": key,
                     "reference": reference,
-                    "reference_score": a.estimate,
-                    "reference_low": a.low,
-                    "reference_high": a.high,
-                    "key_score": b.estimate,
-                    "key_low": b.low,
-                    "key_high": b.high,
-                    "margin": m.estimate,
-                    "margin_low": m.low,
-                    "margin_high": m.high,
+                    **_estimate_columns("reference", a, "reference_score"),
+                    **_estimate_columns("key", b, "key_score"),
+                    **_estimate_columns("margin", m),
                     "p": m.p_value,
                     **dict(zip(names, mine.shape)),
                 }
