@@ -107,6 +107,22 @@ def test_the_tagging_profile_measures_pos_and_ner_across_lineages_with_quicks_se
     assert any(same_lineage(a, b) for a, b in pairs) and any(same_lineage(a, b) is False for a, b in pairs)
 
 
+def test_the_wide_profile_covers_every_encoder_and_causal_model_of_the_default_zoo():
+    """Issue 26 item 4: transfer on every lineage of the default zoo, with quick's settings and
+    controls on fewer, shorter sentences, and at least four lineages among the encoders."""
+    from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY, lineage_of
+
+    w, q = transfer.PROFILES["wide"], transfer.PROFILES["quick"]
+    assert set(w.models) == set(DEFAULT_MODELS) and len(w.models) == len(DEFAULT_MODELS)
+    assert set(q.models) <= set(w.models) and set(w.tasks) == {"dependency", "relation"}
+    assert w.training == q.training and w.keys == q.keys and w.level == q.level
+    assert w.input_controls == q.input_controls
+    assert w.sizes == transfer.WIDE_SIZES and w.sizes.n_train < q.sizes.n_train
+    assert w.sizes.max_words <= q.sizes.max_words and w.sizes.min_words == q.sizes.min_words
+    encoders = [m for m in w.models if REGISTRY[m].family == "encoder"]
+    assert len(encoders) == 6 and len({lineage_of(m) for m in encoders}) >= 4
+
+
 def test_nested_settings_are_replaced_alone():
     p = transfer.PROFILES["smoke"]
     q = dataclasses.replace(p, training=dataclasses.replace(p.training, epochs=1))
