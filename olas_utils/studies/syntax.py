@@ -283,7 +283,7 @@ def parser_frame(
     """
     from olas_utils.studies.adapters import MapStore, adapter_job, provenance, train_adapters
     from olas_utils.studies.outcomes import item_rows
-    from olas_utils.toa.fit import evaluate_outcomes, score, sentence_outcomes, trivial_baseline
+    from olas_utils.toa.fit import evaluate_trees, score, sentence_outcomes, trivial_baseline
 
     seeds = tuple(cfg.training.seeds if seeds is None else seeds)
     store = store or MapStore(pool, level=cfg.level, mixing=mixing_keys(cfg.keys), progress=progress)
@@ -316,8 +316,9 @@ def parser_frame(
     rows, items = [], []
 
     def add(name, key, condition, seed, model, info, x_test):
-        r, out = evaluate_outcomes(model, x_test, test, device=device)
-        g, greedy = evaluate_outcomes(model, x_test, test, device=device, tree="greedy")
+        # one forward pass, decoded twice (the MST tree and each word's best head)
+        both = evaluate_trees(model, x_test, test, ("mst", "greedy"), device=device)
+        (r, out), (g, greedy) = both["mst"], both["greedy"]
         run = {"model": name, "family": store.family(name), "key": key, "condition": condition, "seed": seed}
         rows.append(
             {

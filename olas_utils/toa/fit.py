@@ -28,7 +28,7 @@ from olas_utils.toa.train import (
     TrainConfig,
     checkpoint_key,
     examples_digest,
-    predict,
+    predict_trees,
     train_model,
 )
 
@@ -520,6 +520,19 @@ def evaluate_outcomes(
     Raises:
         ValueError: as :func:`evaluate`.
     """
+    return evaluate_trees(model, examples, data, (tree,), device=device, word_ids=word_ids)[tree]
+
+
+def evaluate_trees(
+    model: TOAModel, examples: Sequence[Example], data: TaskData, trees: Sequence[str], *, device="cpu", word_ids=None
+) -> dict[str, tuple[dict, dict]]:
+    """:func:`evaluate_outcomes` under several tree decoders (e.g. ``("mst", "greedy")``) from one
+    forward pass (:func:`olas_utils.toa.train.predict_trees`): ``{tree: (scores, outcomes)}``, each
+    equal to ``evaluate_outcomes(..., tree=tree)``.
+
+    Raises:
+        ValueError: as :func:`evaluate`, or no / repeated ``trees``.
+    """
     if model.kind != data.kind or model.n_classes != len(data.label_names):
         raise ValueError(
             f"the model is a {model.kind} model with {model.n_classes} classes but {data.task} is a "
@@ -527,13 +540,16 @@ def evaluate_outcomes(
             "trained for"
         )
     check_examples(examples, data, names=("examples", "data"))
-    labels = to_labels(data, predict(model, examples, device=device, tree=tree))
-    out = score(data, labels)
-    if word_ids is not None and data.task == "pos":
-        from olas_utils.toa.metrics import released_pos_accuracy
+    out = {}
+    for tree, pred in predict_trees(model, examples, trees, device=device).items():
+        labels = to_labels(data, pred)
+        scores = score(data, labels)
+        if word_ids is not None and data.task == "pos":
+            from olas_utils.toa.metrics import released_pos_accuracy
 
-        out["accuracy_released"] = released_pos_accuracy(data.labels, labels, word_ids)
-    return out, sentence_outcomes(data, labels)
+            scores["accuracy_released"] = released_pos_accuracy(data.labels, labels, word_ids)
+        out[tree] = (scores, sentence_outcomes(data, labels))
+    return out
 
 
-__all__ += ["evaluate", "evaluate_outcomes"]
+__all__ += ["evaluate", "evaluate_outcomes", "evaluate_trees"]

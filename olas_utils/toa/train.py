@@ -52,6 +52,7 @@ __all__ = [
     "collate",
     "train_model",
     "predict",
+    "predict_trees",
     "checkpoint_key",
     "examples_digest",
 ]
@@ -506,7 +507,6 @@ def _plateau_lr(cfg: TrainConfig, curve: Sequence[float]) -> float:
     return cfg.lr * cfg.lr_factor**misses
 
 
-@torch.no_grad()
 def predict(
     model: TOAModel,
     examples: Sequence[Example],
@@ -529,14 +529,36 @@ def predict(
         token kind: a list of W class ids per example; relation kind: a class id per
         example; dependency kind: ``(heads, label_ids)`` per example, heads 1-based (0 = root).
     """
+    return predict_trees(model, examples, (tree,), batch_size=batch_size, device=device)[tree]
+
+
+@torch.no_grad()
+def predict_trees(
+    model: TOAModel,
+    examples: Sequence[Example],
+    trees: Sequence[str],
+    *,
+    batch_size: int = 32,
+    device: str | torch.device = "cpu",
+) -> dict[str, list]:
+    """:func:`predict` under several tree decoders from one forward pass per batch: ``{tree:
+    predictions}``, each list equal to ``predict(..., tree=tree)``. Token and relation models have
+    no tree: every entry holds the same predictions.
+
+    Raises:
+        ValueError: no ``trees``, or repeated names; examples of another kind than the model's.
+    """
     from olas_utils.toa.decoding import decode_tree
 
+    trees = tuple(trees)
+    if not trees or len(set(trees)) != len(trees):
+        raise ValueError(f"trees must name at least one distinct decoder ('mst', 'eisner', 'greedy'), got {trees}")
     if examples and model.kind == "relation" and examples[0].spans is None:
         raise ValueError("a relation model needs examples with entity spans (relation task data)")
     if examples and model.kind == "dependency" and examples[0].heads is None:
         raise ValueError("a dependency model needs dependency examples (the 'dependency' task)")
     model.to(device).eval()
-    out: list = [None] * len(examples)
+    out: dict[str, list] = {t: [None] * len(examples) for t in trees}
     for idx in size_batches(examples, batch_size):
         batch = collate([examples[i] for i in idx])
         res = model(
@@ -544,19 +566,18 @@ def predict(
             batch["positions"].to(device),
             None if "spans" not in batch else batch["spans"].to(device),
         )
-        if model.kind == "token":
+        if model.kind in ("token", "relation"):
             pred = res.argmax(-1).cpu()
             for r, i in enumerate(idx):
-                out[i] = pred[r].tolist()
-        elif model.kind == "relation":
-            pred = res.argmax(-1).cpu()
-            for r, i in enumerate(idx):
-                out[i] = int(pred[r])
+                value = pred[r].tolist() if model.kind == "token" else int(pred[r])
+                for t in trees:
+                    out[t][i] = value if model.kind == "relation" else list(value)
         else:
             arcs, labels = (t.float().cpu() for t in res)
             for r, i in enumerate(idx):
-                heads = decode_tree(arcs[r].double().numpy(), algorithm=tree, single_root=True)
-                w = len(heads)
-                lab = labels[r, torch.arange(1, w + 1), torch.as_tensor(heads)].argmax(-1)
-                out[i] = (list(heads), lab.tolist())
+                for t in trees:
+                    heads = decode_tree(arcs[r].double().numpy(), algorithm=t, single_root=True)
+                    w = len(heads)
+                    lab = labels[r, torch.arange(1, w + 1), torch.as_tensor(heads)].argmax(-1)
+                    out[t][i] = (list(heads), lab.tolist())
     return out

@@ -18,7 +18,15 @@ import torch
 from olas_utils.toa.adapter import AdapterConfig, OLAAdapter
 from olas_utils.toa.features import Example
 from olas_utils.toa.heads import BiaffineHead, RelationHead, TOAModel
-from olas_utils.toa.train import CheckpointMismatchError, TrainConfig, collate, predict, size_batches, train_model
+from olas_utils.toa.train import (
+    CheckpointMismatchError,
+    TrainConfig,
+    collate,
+    predict,
+    predict_trees,
+    size_batches,
+    train_model,
+)
 
 
 def test_adapter_shapes_and_channel_check(tiny_adapter):
@@ -114,6 +122,42 @@ def test_size_batches_partition_by_size(toa_examples):
         assert all(len({ex[i].size for i in b}) == 1 and len(b) <= 4 for b in batches)
     with pytest.raises(ValueError, match="one image size"):
         collate([ex[0], ex[1]])
+
+
+@pytest.mark.parametrize("kind", ["token", "relation", "dependency"])
+def test_several_tree_decoders_from_one_pass_equal_each_decoder_on_the_raw_scores(tiny_adapter, toa_examples, kind):
+    """``predict_trees`` against a reference written here: the model's raw output per example, argmax for
+    token and relation models, ``decode_tree`` per decoder (and the label argmax at each chosen head)."""
+    from olas_utils.toa.decoding import decode_tree
+
+    ex = toa_examples(kind, n=7)
+    torch.manual_seed(1)
+    model = TOAModel(tiny_adapter, kind, 3, **({"arc_dim": 8, "label_dim": 4} if kind == "dependency" else {}))
+    trees = ("mst", "greedy", "eisner")
+    got = predict_trees(model, ex, trees, batch_size=3)
+    model.eval()
+    for t in trees:
+        ref = []
+        for e in ex:
+            b = collate([e])
+            with torch.no_grad():
+                res = model(b["images"], b["positions"], b.get("spans"))
+            if kind == "token":
+                ref.append(res[0].argmax(-1).tolist())
+            elif kind == "relation":
+                ref.append(int(res[0].argmax(-1)))
+            else:
+                arcs, labels = res
+                heads = decode_tree(arcs[0].double().numpy(), algorithm=t, single_root=True)
+                lab = labels[0, torch.arange(1, len(heads) + 1), torch.as_tensor(heads)].argmax(-1).tolist()
+                ref.append((list(heads), lab))
+        assert got[t] == ref == predict(model, ex, tree=t)
+    if kind == "dependency":  # the decoders differ somewhere on random scores, so the test can tell them apart
+        assert got["greedy"] != got["mst"]
+    with pytest.raises(ValueError, match="distinct decoder"):
+        predict_trees(model, ex, ("mst", "mst"))
+    with pytest.raises(ValueError, match="distinct decoder"):
+        predict_trees(model, ex, ())
 
 
 @pytest.mark.parametrize("kind", ["token", "relation", "dependency"])
