@@ -193,6 +193,11 @@ def probe_table(items: pd.DataFrame, metric: str = "uuas") -> pd.DataFrame:
     return out.round({c: 1 for c in out.columns if c not in ("model", "maps", "key", "p", "verdict")}).round({"p": 4})
 
 
+#: Legend of :func:`uas_figure`'s bars of the parsers trained on the model's own maps (of the key
+#: under each group: an OLA order, rollout, flow, ...).
+_TRAINED_LABEL = "the model's maps of the key"
+
+
 def uas_figure(items: pd.DataFrame, metric: str = "uas"):
     """Grouped bars: ``metric`` per (model, key) for the OLA parser and each trained control
     (mean over seeds), with 95 % bootstrap intervals (seeds and sentences) as error bars; the
@@ -213,7 +218,8 @@ def uas_figure(items: pd.DataFrame, metric: str = "uas"):
         ivs = [rate(_system(items, m, k, c), make) for m, k in cells]
         est = np.array([100 * iv.estimate for iv in ivs])
         err = np.array([[100 * (iv.estimate - iv.low) for iv in ivs], [100 * (iv.high - iv.estimate) for iv in ivs]])
-        ax.bar(x + (j - (len(conds) - 1) / 2) * w, est, w, yerr=err, capsize=1.5, label=c, error_kw={"lw": 0.8})
+        label = _TRAINED_LABEL if c == _OLA else c  # the trained bars of every key, OLA or not
+        ax.bar(x + (j - (len(conds) - 1) / 2) * w, est, w, yerr=err, capsize=1.5, label=label, error_kw={"lw": 0.8})
     base = select(items, condition=_BASELINE)
     if len(base):
         ax.axhline(100 * estimate(base, make), color="k", ls="--", lw=1, label=BASELINE_MODEL)

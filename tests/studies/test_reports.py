@@ -293,3 +293,26 @@ def test_attention_flow_is_set_against_every_ola_order_like_rollout():
     text = syntax_report.comparison_markdown(runs, flowed, _probes(), sizes="S")
     assert "Attention flow below every OLA order" in text and "m: **shown** (ola:1 − flow +" in text
     assert "Attention or context mixing?" not in text and "Rollout below" not in text
+
+
+def test_the_parser_figure_names_the_trained_bars_by_the_models_maps_not_ola():
+    """The bars of the parsers on the model's own maps are labelled for every key (rollout, flow, ...),
+    the controls by their names, the neighbour-chain baseline as its line; heights are the mean UAS."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from olas_utils.studies import syntax_report
+
+    runs, items = _ola3_as("flow")
+    fig = syntax_report.uas_figure(items, "uas")
+    ax = fig.axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert "the model's maps of the key" in labels and "ola" not in labels
+    assert {"tokenizer-only", "position-only", "random-init target", "baseline: neighbour chain"} <= set(labels)
+    bars = next(c for c in ax.containers if c.get_label() == "the model's maps of the key")
+    flow = runs[(runs.key == "flow") & (runs.condition == "ola")]
+    got = {t.get_text().split("\n")[1]: b.get_height() for t, b in zip(ax.get_xticklabels(), bars)}
+    assert got["flow"] == pytest.approx(100 * flow.uas.mean(), abs=0.05)
+    plt.close(fig)
