@@ -533,6 +533,7 @@ def comparison_markdown(
     corpus: str = "conll2003",
     lineage_verdict: pd.DataFrame | None = None,
     lineage_gap: pd.DataFrame | None = None,
+    chunk_words: int = 50,
 ) -> str:
     """What the run shows, every number, interval and verdict taken from its tables
     (nothing typed in): OLA against its strongest control per cell of ``verdict`` (the
@@ -545,7 +546,7 @@ def comparison_markdown(
         verdict: :func:`verdict_frame`.
         classifier: :func:`olas_utils.studies.crosslm_stats.classifier_summary` (optional).
         classifier_verdict: :func:`olas_utils.studies.crosslm_stats.classifier_verdict_frame`.
-        n_chunks: the corpus size.
+        n_chunks: the corpus size; chunk_words: words per chunk (the paper's 50).
         models: the run's models (named in the closing caveats).
         corpus: the corpus' name.
         lineage_verdict: :func:`olas_utils.studies.crosslm_stats.lineage_verdict_frame` (optional).
@@ -563,7 +564,8 @@ def comparison_markdown(
     lines.append(
         "\nWhat could make numbers differ from the paper's (none of it tested here): "
         + (_models_note(models) if models else "the models")
-        + f"; the corpus ({corpus}, {n_chunks} chunks, against CoNLL-2012 and 1,000 chunks in the paper); the "
+        + f"; the corpus ({corpus}, {n_chunks} chunks of {chunk_words} words, against CoNLL-2012 and 1,000 chunks of 50 "
+        "words in the paper); the "
         "tokenizers, which the `released` and `paper` protocols only bridge by resizing, while `word` aligns words "
         "exactly and pools them neutrally (uniform attention then gives every model the same image). "
         + (

@@ -76,7 +76,8 @@ class ClassifierSettings:
 @dataclass(frozen=True)
 class CrossLMProfile:
     """Notebook 02: models (None: the default zoo), corpus size, orders and baseline keys,
-    protocols, controls (each on every protocol), the classifier and the extraction batch size."""
+    protocols, controls (each on every protocol), the classifier, the extraction batch size and the
+    words per chunk (the paper's 50; shorter only where a costly key needs it, as attention flow)."""
 
     models: tuple[str, ...] | None
     n_chunks: int
@@ -86,6 +87,7 @@ class CrossLMProfile:
     controls: tuple[Control, ...]
     classifier: ClassifierSettings
     batch_size: int
+    chunk_words: int = 50
 
 
 @dataclass(frozen=True)

@@ -471,7 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="quick",
         help="quick (default; writes results/ and figures/), smoke, wide or tagging (notebook 04 only), mixing "
         "(notebooks 02 and 03: quick with ALTI and value norms; 02 on 64 chunks), gemma (notebook 02 only: quick plus the optional "
-        "embeddinggemma-300m) or paper; "
+        "embeddinggemma-300m), flow (notebooks 02 and 03: quick with attention flow; 02 on 64 chunks of 20 words) or paper; "
         "every profile but quick writes results/<profile>/ and figures/<profile>/",
     )
     p.add_argument("--only", nargs="+", metavar="NB", help="notebook name prefixes, e.g. 01 (at least one)")

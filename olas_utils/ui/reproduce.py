@@ -6,7 +6,7 @@ the notebooks themselves write their figures to ``figures/`` and tables to ``res
 Any other profile writes to ``results/<profile>/`` and ``figures/<profile>/`` (executed copies
 in ``results/<profile>/executed/``), so it never overwrites the committed quick results. The
 ``wide`` and ``tagging`` profiles exist for notebook 04 only, ``gemma`` for notebook 02 only and
-``mixing`` for notebooks 02 and 03, ``flow`` for notebook 03 (:data:`NOTEBOOKS_OF`).
+``mixing`` and ``flow`` for notebooks 02 and 03 (:data:`NOTEBOOKS_OF`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ NOTEBOOKS_OF: dict[str, tuple[str, ...]] = {
     "tagging": ("04",),
     "gemma": ("02",),
     "mixing": ("02", "03"),
-    "flow": ("03",),
+    "flow": ("02", "03"),
 }
 #: Profiles whose committed outputs the README's results summary quotes
 #: (:func:`olas_utils.studies.summary.update_readme` runs after them).

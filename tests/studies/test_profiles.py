@@ -40,7 +40,7 @@ def test_profile_keys_parse_and_controls_are_model_copies():
         for p in module.PROFILES.values():
             assert [str(MapKey.parse(k)) for k in p.keys] == list(p.keys)
     for p in crosslm.PROFILES.values():
-        assert all(MapKey.parse(k).method in ("rollout", "layer") or MapKey.parse(k).mixing for k in p.baselines)
+        assert all(MapKey.parse(k).method in ("rollout", "layer") or MapKey.parse(k).on_request for k in p.baselines)
         assert [str(MapKey.parse(k)) for k in p.baselines] == list(p.baselines)
         for c in p.controls + p.classifier.controls:
             assert isinstance(c, Control) and c in CONTROLS
@@ -65,6 +65,19 @@ def test_context_mixing_keys_are_in_the_paper_smoke_and_mixing_profiles_only():
     assert mixing(m.baselines) == ["alti", "valuenorm", "alti:1"] and mixing(m.classifier.keys) == mixing(m.baselines)
     assert m.n_chunks == q.n_chunks // 2 and m.controls == q.controls and m.classifier.controls == q.classifier.controls
     assert dataclasses.replace(m, n_chunks=q.n_chunks, baselines=q.baselines, classifier=q.classifier) == q
+
+
+def test_notebook_02s_flow_profile_is_quick_with_attention_flow_on_shorter_chunks():
+    """Attention flow beside OLA and rollout with quick's models, protocols and controls (retrieval and
+    classifier); the cut is in chunk length (20 words, not the paper's 50), which every other profile keeps."""
+    f, q = crosslm.PROFILES["flow"], crosslm.PROFILES["quick"]
+    assert f.baselines == ("rollout", "flow") and f.classifier.keys == ("ola:1", "rollout", "flow")
+    assert f.chunk_words == 20 and f.n_chunks == 64
+    assert f.models == q.models and f.controls == q.controls and f.classifier.controls == q.classifier.controls
+    assert (
+        dataclasses.replace(f, n_chunks=q.n_chunks, chunk_words=50, baselines=q.baselines, classifier=q.classifier) == q
+    )
+    assert all(p.chunk_words == 50 for name, p in crosslm.PROFILES.items() if name != "flow")
 
 
 def test_the_gemma_profile_is_quick_on_the_default_zoo_and_embeddinggemma():

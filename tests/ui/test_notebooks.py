@@ -43,6 +43,36 @@ def test_notebook_smoke(path, tmp_path):
         _check_items(path.stem, tmp_path / "results")
 
 
+@pytest.mark.notebook
+@pytest.mark.real_model
+def test_notebook_02_sets_attention_flow_against_ola_on_the_flow_profiles_shorter_chunks(tmp_path):
+    """The ``flow`` profile's settings at tiny sizes: its 20-word chunks reach the corpus, flow has
+    retrieval items under every control, and OLA order 1 is set against rollout and flow, paired."""
+    import pandas as pd
+
+    from olas_utils.studies.tables import read_items
+
+    path = next(p for p in NOTEBOOKS if p.stem.startswith("02"))
+    out = run_notebook(
+        path,
+        tmp_path / path.name,
+        profile="flow",
+        parameters={"tiny": True, "figures_dir": str(tmp_path / "figures"), "results_dir": str(tmp_path / "results")},
+        progress=False,
+    )
+    cells = [c for c in json.loads(out.read_text())["cells"] if c["cell_type"] == "code"]
+    outputs = [o for c in cells for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    printed = "".join("".join(o.get("text", "")) for o in outputs)
+    assert "8 chunks of 20 words" in printed
+    items = read_items(tmp_path / "results" / "02_retrieval_items")
+    flow = items[items.key == "flow"]
+    assert set(flow.control) == set(items.control) and len(flow)
+    margins = pd.read_csv(tmp_path / "results" / "02_key_margins.csv")
+    assert set(margins["key"]) == {"rollout", "flow"}
+    assert set(pd.read_csv(tmp_path / "results" / "02_classifier_key_margins.csv")["key"]) == {"rollout", "flow"}
+
+
 def _check_items_of_02(results):
     """Notebook 02 saved its per-item outcomes, and its tables are recomputed from them."""
     import numpy as np

@@ -53,6 +53,7 @@ ONE_NOTEBOOK = {"wide": ["04_toa_transfer.ipynb"], "tagging": ["04_toa_transfer.
 ONE_NOTEBOOK |= {
     "gemma": ["02_cross_lm_similarity.ipynb"],
     "mixing": ["02_cross_lm_similarity.ipynb", "03_syntax.ipynb"],
+    "flow": ["02_cross_lm_similarity.ipynb", "03_syntax.ipynb"],
 }
 
 
