@@ -523,7 +523,8 @@ def predict(
         batch_size: examples per forward pass (equal sizes only, so results do not depend on it).
         device: where to run.
         tree: dependency kind: ``"mst"`` (Chu–Liu/Edmonds) or ``"eisner"`` (projective),
-            single root, see :func:`olas_utils.toa.decoding.decode_tree`.
+            single root, or ``"greedy"`` (each word's best head), see
+            :func:`olas_utils.toa.decoding.decode_tree`.
 
     Returns:
         token kind: a list of W class ids per example; relation kind: a class id per
@@ -569,9 +570,8 @@ def predict_trees(
         if model.kind in ("token", "relation"):
             pred = res.argmax(-1).cpu()
             for r, i in enumerate(idx):
-                value = pred[r].tolist() if model.kind == "token" else int(pred[r])
-                for t in trees:
-                    out[t][i] = value if model.kind == "relation" else list(value)
+                for t in trees:  # a fresh list per tree: callers may edit one
+                    out[t][i] = pred[r].tolist() if model.kind == "token" else int(pred[r])
         else:
             arcs, labels = (t.float().cpu() for t in res)
             for r, i in enumerate(idx):
