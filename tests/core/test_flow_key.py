@@ -117,4 +117,4 @@ def test_the_flow_profile_of_notebook_03_is_quick_with_flow_beside_ola_and_rollo
 
     f, q = syntax.PROFILES["flow"], syntax.PROFILES["quick"]
     assert f.keys == ("ola:1", "rollout", "flow") and dataclasses.replace(f, keys=q.keys) == q
-    assert NOTEBOOKS_OF["flow"] == ("03",)
+    assert NOTEBOOKS_OF["flow"] == ("02", "03")
