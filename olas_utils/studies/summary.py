@@ -224,7 +224,7 @@ TRANSFER_PROFILES = ("wide", "tagging")
 #: Notebook-02 profiles whose cross-family tables the summary quotes beside quick's (``results/<profile>/``).
 CROSSLM_PROFILES = ("gemma",)
 
-#: The columns of a ``04_verdict`` row that must agree for a wide row to repeat a quick row.
+#: The columns of a ``04_verdict`` row that must agree for another profile's row to repeat a quick row.
 _VERDICT_VALUES = (
     "targets",
     "TOA beats",
@@ -239,7 +239,8 @@ _VERDICT_VALUES = (
 
 def _transfer(folder: Path, label: str, repeats: pd.DataFrame | None = None) -> list[str]:
     """The transfer bullets of one profile's ``04_verdict``; a row whose counts and margins equal
-    a row of ``repeats`` (the quick table: the wide profile reuses quick's cached adapters) says so."""
+    a row of ``repeats`` (the quick table: a profile with quick's sizes and settings reads quick's
+    cached adapters back, and then repeats its rows) says so."""
     v = _read(folder, "04_verdict", ("TOA beats", "mean TOA − strongest low"))
     table = "04_verdict" if label == "quick" else f"{folder.name}/04_verdict"
     if v is None:
