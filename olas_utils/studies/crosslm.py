@@ -154,7 +154,7 @@ PROFILES["mixing"] = replace(
 #: rollout, with quick's models, protocols and controls, on 64 chunks of 20 words. Its max-flows cost
 #: about the fourth power of the tokens a chunk has (:func:`olas_utils.flow.flow_cost`): on the paper's
 #: 50-word chunks (about 65 tokens) they take about 80 s per chunk for the nine models on one core, on
-#: 20-word chunks about 2 s, so the cut is in chunk length, not in models or controls. Results in
+#: 20-word chunks about 2–3 s, so the cut is in chunk length, not in models or controls. Results in
 #: ``results/flow/`` beside notebook 03's.
 PROFILES["flow"] = replace(
     PROFILES["quick"],
