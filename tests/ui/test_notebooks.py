@@ -14,26 +14,30 @@ def test_there_are_notebooks():
     assert [p.name for p in NOTEBOOKS][:1] == ["01_ola_gallery.ipynb"]
 
 
+def run_outputs(path, tmp_path, profile: str, **parameters) -> list[dict]:
+    """Run notebook ``path`` with ``profile`` (and ``parameters``) into ``tmp_path``'s ``figures`` and
+    ``results`` folders; every output of its code cells, in order."""
+    out = run_notebook(
+        path,
+        tmp_path / path.name,
+        profile=profile,
+        parameters={"figures_dir": str(tmp_path / "figures"), "results_dir": str(tmp_path / "results"), **parameters},
+        progress=False,
+    )
+    cells = json.loads(out.read_text())["cells"]
+    return [o for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])]
+
+
+def errors_of(outputs: list[dict]) -> list[dict]:
+    """The error outputs among ``outputs``."""
+    return [o for o in outputs if o.get("output_type") == "error"]
+
+
 @pytest.mark.notebook
 @pytest.mark.real_model
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_smoke(path, tmp_path):
-    out = run_notebook(
-        path,
-        tmp_path / path.name,
-        profile="smoke",
-        parameters={"figures_dir": str(tmp_path / "figures"), "results_dir": str(tmp_path / "results")},
-        progress=False,
-    )
-    nb = json.loads(out.read_text())
-    errors = [
-        o
-        for c in nb["cells"]
-        if c["cell_type"] == "code"
-        for o in c.get("outputs", [])
-        if o.get("output_type") == "error"
-    ]
-    assert not errors
+    assert not errors_of(run_outputs(path, tmp_path, "smoke"))
     figures = list((tmp_path / "figures").glob("*.png"))
     assert figures, "the notebook wrote no figure"
     assert all(f.stat().st_size > 5_000 for f in figures)
@@ -53,16 +57,8 @@ def test_notebook_02_sets_attention_flow_against_ola_on_the_flow_profiles_shorte
     from olas_utils.studies.tables import read_items
 
     path = next(p for p in NOTEBOOKS if p.stem.startswith("02"))
-    out = run_notebook(
-        path,
-        tmp_path / path.name,
-        profile="flow",
-        parameters={"tiny": True, "figures_dir": str(tmp_path / "figures"), "results_dir": str(tmp_path / "results")},
-        progress=False,
-    )
-    cells = [c for c in json.loads(out.read_text())["cells"] if c["cell_type"] == "code"]
-    outputs = [o for c in cells for o in c.get("outputs", [])]
-    assert not [o for o in outputs if o.get("output_type") == "error"]
+    outputs = run_outputs(path, tmp_path, "flow", tiny=True)
+    assert not errors_of(outputs)
     printed = "".join("".join(o.get("text", "")) for o in outputs)
     assert "8 chunks of 20 words" in printed
     items = read_items(tmp_path / "results" / "02_retrieval_items")

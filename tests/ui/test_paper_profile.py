@@ -5,16 +5,16 @@ baselines) at tiny sizes (``olas_utils.studies.profiles.tiny``: a few real zoo m
 chunks and sentences, 2 epochs, 2 seeds) on the CPU, and writes its tables. Its numbers are not
 checked: at these sizes they mean nothing."""
 
-import json
 from dataclasses import fields
 
 import pandas as pd
 import pytest
+from test_notebooks import errors_of, run_outputs
 
 from olas_utils.studies import crosslm, gallery, syntax, transfer
 from olas_utils.studies.profiles import TINY_MODELS, tiny
 from olas_utils.toa.adapter import ADAPTER_SIZES
-from olas_utils.ui.reproduce import list_notebooks, run_notebook
+from olas_utils.ui.reproduce import list_notebooks
 
 NOTEBOOKS = list_notebooks()
 
@@ -61,21 +61,7 @@ def test_tiny_keeps_every_setting_and_shrinks_only_sizes():
 @pytest.mark.real_model
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_with_the_paper_profiles_settings(path, tmp_path):
-    out = run_notebook(
-        path,
-        tmp_path / path.name,
-        profile="paper",
-        parameters={"tiny": True, "figures_dir": str(tmp_path / "figures"), "results_dir": str(tmp_path / "results")},
-        progress=False,
-    )
-    nb = json.loads(out.read_text())
-    errors = [
-        o
-        for c in nb["cells"]
-        if c["cell_type"] == "code"
-        for o in c.get("outputs", [])
-        if o.get("output_type") == "error"
-    ]
+    errors = errors_of(run_outputs(path, tmp_path, "paper", tiny=True))
     assert not errors, errors[0].get("evalue")
     assert list((tmp_path / "figures").glob("*.png")), "no figure written"
     for name in TABLES[path.stem[:2]]:
