@@ -8,6 +8,7 @@ argument wins, then the environment variable, then the default.
 | data folder | ``OLAS_DATA_DIR`` | ``../shared/data`` next to the project root |
 | model cache | ``OLAS_CACHE_DIR`` | ``~/.cache/olas`` (``$XDG_CACHE_HOME/olas``) |
 | device | ``OLAS_DEVICE`` | ``cuda`` when available, else ``cpu`` |
+| a notebook's tables and figures | (the notebook's ``results_dir`` / ``figures_dir``) | ``runs/<profile>/`` in the project (git-ignored) |
 """
 
 from __future__ import annotations
@@ -19,12 +20,60 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["project_root", "data_dir", "cache_dir", "resolve_device", "cpu_workers"]
+__all__ = ["project_root", "data_dir", "cache_dir", "resolve_device", "cpu_workers", "RUNS", "output_folder"]
+
+#: Folder of the project where notebook runs write by default (git-ignored): ``runs/<profile>/results``,
+#: ``runs/<profile>/figures``. The committed ``results/`` and ``figures/`` are written only when asked
+#: (``python -m olas_utils.ui.reproduce --refresh-committed``).
+RUNS = "runs"
 
 
 def project_root() -> Path:
     """The OLAS checkout (the folder holding ``olas_utils/``)."""
     return Path(__file__).resolve().parent.parent
+
+
+def output_folder(path: str | os.PathLike | None, profile: str, kind: str) -> Path:
+    """Where a notebook writes its ``kind`` (``"results"`` or ``"figures"``) for ``profile``.
+
+    Args:
+        path: the notebook's ``results_dir`` / ``figures_dir`` parameter. None: the run folder
+            ``<project>/runs/<profile>/<kind>`` (git-ignored), so a notebook run in the lab or by
+            papermill never overwrites the committed ``results/`` and ``figures/``. A relative path
+            is read from the project root (not from the kernel's working directory); an absolute
+            one is used as it is.
+        profile: the notebook's profile (names the run folder).
+        kind: ``"results"`` or ``"figures"``.
+
+    Returns:
+        The absolute folder (not created here: the notebook's writers create it).
+
+    Raises:
+        ValueError: an unknown ``kind``, or an empty ``path`` or ``profile``.
+        NotADirectoryError: the folder, or a folder above it, is an existing file.
+    """
+    if kind not in ("results", "figures"):
+        raise ValueError(f"kind must be 'results' or 'figures', got {kind!r}")
+    if not str(profile or "").strip():
+        raise ValueError(f"profile must be a profile name such as 'quick', got {profile!r}")
+    if path is None:
+        folder = project_root() / RUNS / str(profile) / kind
+    else:
+        if not str(path).strip():
+            raise ValueError(
+                f"{kind}_dir is empty; pass a folder (relative to the project root) or None for {RUNS}/{profile}/{kind}"
+            )
+        folder = Path(path).expanduser()
+        folder = folder if folder.is_absolute() else project_root() / folder
+    folder = Path(os.path.abspath(folder))
+    for p in (folder, *folder.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise NotADirectoryError(
+                    f"{kind} folder {folder}: {p} is a file, not a folder; pass another {kind}_dir"
+                )
+            break
+    return folder
 
 
 def data_dir(path: str | os.PathLike | None = None) -> Path:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from olas_utils.ui.reproduce import PROFILES as REPRODUCE_PROFILES
+from olas_utils.ui.reproduce import add_folder_arguments
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,9 +59,9 @@ def read_sentences(path: str | Path) -> list[list[str]]:
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"input {path} is a directory; give a text file (one sentence per line)")
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"input file {path} does not exist")
-    raw = path.read_bytes()
+    raw = path.read_bytes()  # a regular file, or a device / pipe such as /dev/stdin or <(...)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -77,7 +78,11 @@ def read_sentences(path: str | Path) -> list[list[str]]:
             sents.append(line.split())
             sents.lines.append(n)
     if not sents:
-        raise ValueError(f"{path} holds no sentence (one sentence per line, words separated by spaces)")
+        what = "is empty" if not raw else "holds only blank lines"
+        raise ValueError(
+            f"input {path} {what}: it holds no sentence; give a text file with one sentence per line, "
+            "words separated by spaces"
+        )
     return sents
 
 
@@ -321,8 +326,14 @@ def _check_similarity(parser: argparse.ArgumentParser, args) -> None:
         parser.error(f"--n must be at least 2 (retrieval ranks sentences against each other), got {args.n}")
     if len(args.models) < 2 or len(set(args.models)) != len(args.models):
         parser.error(f"--models needs two or more different models, got {' '.join(args.models)}")
-    if any(k < 0 for k in args.order):
-        parser.error(f"--order values must be >= 0, got {args.order}")
+    if any(not m.strip() for m in args.models):
+        parser.error(f"--models holds an empty name {args.models}; give zoo names, model folders or Hugging Face ids")
+    _check_output(parser, "--out", args.out, [args.input], args.overwrite)
+    if any(k < 1 for k in args.order):
+        parser.error(
+            f"--order values must be >= 1, got {args.order}: order 0 is the identity map, the same for every "
+            "model, so its retrieval would measure nothing but sentence lengths"
+        )
     if args.size < 2 or (args.metric == "ssim" and args.size < 6):
         parser.error(
             f"--size {args.size} is too small"
@@ -345,7 +356,40 @@ def _check_pooling(parser: argparse.ArgumentParser, args) -> None:
         )
 
 
+def _check_output(parser: argparse.ArgumentParser, flag: str, out: str | None, inputs, overwrite: bool) -> None:
+    """Refuse, before any work, an output file that would destroy what the user owns: an input
+    file, a folder, a path below a file, or an existing file without ``--overwrite``."""
+    if out is None:
+        return
+    if not out.strip():
+        parser.error(f"{flag} is empty; give a file name")
+    path = Path(out).expanduser()
+    for src in inputs:
+        if src is None:
+            continue
+        same = Path(src).expanduser().resolve() == path.resolve()
+        try:
+            same = same or (path.exists() and Path(src).exists() and path.samefile(src))
+        except OSError:
+            pass
+        if same:
+            parser.error(
+                f"{flag} {out} is the input file {src}: writing there would overwrite its sentences; "
+                "choose another output file"
+            )
+    if path.is_dir():
+        parser.error(f"{flag} {out} is a folder; give a file name, e.g. {path / 'out'}")
+    above = next((p for p in path.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        parser.error(f"{flag} {out} lies below {above}, which is a file, not a folder; choose another output path")
+    if path.exists() and not overwrite:
+        parser.error(f"{flag} {out} already exists; pass --overwrite to replace it, or choose another file name")
+
+
 def _check_extract(parser: argparse.ArgumentParser, args) -> None:
+    if not args.model.strip():
+        parser.error("-m/--model is empty; give a zoo name (see `olas models`), a model folder or a Hugging Face id")
+    _check_output(parser, "-o/--output", args.output, [args.input], args.overwrite)
     _check_pooling(parser, args)
     if any(k < 0 for k in args.orders):
         parser.error(f"--orders values must be >= 0, got {args.orders}")
@@ -358,6 +402,10 @@ def _check_reproduce(parser: argparse.ArgumentParser, args) -> None:
         from olas_utils.ui.reproduce import list_notebooks
 
         names = [b.name for b in list_notebooks()]
+        if any(not o.strip() for o in args.only):
+            parser.error(
+                f"--only {args.only} holds an empty name, which would match every notebook; give prefixes such as 01"
+            )
         bad = [o for o in args.only if not any(n.startswith(o) or Path(n).stem == o for n in names)]
         if bad:
             parser.error(f"--only {' '.join(bad)} matches no notebook; have {', '.join(names)}")
@@ -366,7 +414,14 @@ def _check_reproduce(parser: argparse.ArgumentParser, args) -> None:
 def _cmd_reproduce(args) -> int:
     from olas_utils.ui.reproduce import reproduce
 
-    reproduce(args.profile, args.only, args.executed_dir)
+    reproduce(
+        args.profile,
+        args.only,
+        args.executed_dir,
+        results_dir=args.results_dir,
+        figures_dir=args.figures_dir,
+        refresh_committed=args.refresh_committed,
+    )
     return 0
 
 
@@ -375,6 +430,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="olas", description="Order-Level Attention (OLA) analysis across language models."
     )
+    from olas_utils import __version__
+
+    ap.add_argument("--version", action="version", version=f"olas {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("models", help="list the offline model zoo with its status")
@@ -403,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="error",
         help="a sentence longer than the model's maximum: error (default) or cut it at a word boundary with a warning",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace the output file if it exists")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_extract, check=_check_extract)
 
@@ -461,6 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="error",
         help="a sentence longer than a model's maximum: error (default) or cut at a word boundary with a warning",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace the --out file if it exists")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_similarity, check=_check_similarity)
 
@@ -469,17 +529,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         choices=REPRODUCE_PROFILES,
         default="quick",
-        help="quick (default; writes results/ and figures/), smoke, wide or tagging (notebook 04 only), mixing "
+        help="quick (default), smoke, wide or tagging (notebook 04 only), mixing "
         "(notebooks 02 and 03: quick with ALTI and value norms; 02 on 64 chunks), gemma (notebook 02 only: quick plus the optional "
         "embeddinggemma-300m), flow (notebooks 02 and 03: quick with attention flow; 02 on 64 chunks of 20 words) or paper; "
-        "every profile but quick writes results/<profile>/ and figures/<profile>/",
+        "writes runs/<profile>/ unless --refresh-committed",
     )
     p.add_argument("--only", nargs="+", metavar="NB", help="notebook name prefixes, e.g. 01 (at least one)")
-    p.add_argument(
-        "--executed-dir",
-        help="where executed notebooks go (default results/executed, "
-        "results/<profile>/executed for a profile other than quick)",
-    )
+    add_folder_arguments(p)  # --results-dir, --figures-dir, --executed-dir, --refresh-committed
     p.set_defaults(func=_cmd_reproduce, check=_check_reproduce)
     return ap
 

@@ -1,12 +1,18 @@
 """Run the numbered notebooks with papermill (the main job).
 
 ``python -m olas_utils.ui.reproduce --profile quick`` executes every ``notebooks/NN_*.ipynb``
-in order with ``profile=quick`` and writes the executed copies to ``results/executed/``;
-the notebooks themselves write their figures to ``figures/`` and tables to ``results/``.
-Any other profile writes to ``results/<profile>/`` and ``figures/<profile>/`` (executed copies
-in ``results/<profile>/executed/``), so it never overwrites the committed quick results. The
-``wide`` and ``tagging`` profiles exist for notebook 04 only, ``gemma`` for notebook 02 only and
-``mixing`` and ``flow`` for notebooks 02 and 03 (:data:`NOTEBOOKS_OF`).
+in order with ``profile=quick``. By default every run writes into the git-ignored run folder
+``runs/<profile>/`` (``results/``, ``figures/`` and ``executed/`` in it), so it never overwrites
+the committed outputs; ``--results-dir`` / ``--figures-dir`` / ``--executed-dir`` choose other
+folders. ``--refresh-committed`` regenerates the committed outputs instead (what ``make
+reproduce`` does): ``results/`` and ``figures/`` for quick, ``results/<profile>/`` and
+``figures/<profile>/`` for any other profile (executed copies in ``results[/<profile>]/executed/``),
+then the README's results summary. The ``wide`` and ``tagging`` profiles exist for notebook 04
+only, ``gemma`` for notebook 02 only and ``mixing`` and ``flow`` for notebooks 02 and 03
+(:data:`NOTEBOOKS_OF`).
+
+Before any notebook runs, a folder that is a file, an executed copy that would replace a source
+notebook, a committed folder without ``--refresh-committed`` and an empty ``--only`` are refused.
 """
 
 from __future__ import annotations
@@ -18,9 +24,18 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from olas_utils.settings import project_root
+from olas_utils.settings import RUNS, project_root
 
-__all__ = ["PROFILES", "NOTEBOOKS_OF", "list_notebooks", "output_dirs", "run_notebook", "reproduce", "main"]
+__all__ = [
+    "PROFILES",
+    "NOTEBOOKS_OF",
+    "list_notebooks",
+    "output_dirs",
+    "run_dirs",
+    "run_notebook",
+    "reproduce",
+    "main",
+]
 
 PROFILES = ("smoke", "quick", "wide", "tagging", "gemma", "mixing", "flow", "paper")
 #: Profiles that only some notebooks have: profile → notebook number prefixes.
@@ -55,6 +70,39 @@ def output_dirs(profile: str, root: str | Path | None = None) -> tuple[Path, Pat
     if profile == "quick":
         return root / "results", root / "figures"
     return root / "results" / profile, root / "figures" / profile
+
+
+def run_dirs(profile: str, root: str | Path | None = None) -> tuple[Path, Path, Path]:
+    """``(results, figures, executed)`` folders of a run that does not refresh the committed
+    outputs: ``runs/<profile>/results``, ``runs/<profile>/figures`` and ``runs/<profile>/executed``
+    (git-ignored; under ``root``, default the project root)."""
+    root = Path(root) if root else project_root()
+    base = root / RUNS / profile
+    return base / "results", base / "figures", base / "executed"
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    path, folder = Path(os.path.abspath(path)), Path(os.path.abspath(folder))
+    return path == folder or folder in path.parents
+
+
+def _check_folder(path: Path, flag: str) -> None:
+    """A folder (or a folder above it) that exists as a file cannot be written into: refuse it now."""
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                what = "is a file" if p == path else f"is below {p}, which is a file"
+                raise NotADirectoryError(
+                    f"{flag} {path} {what}, not a folder; pass a folder (it is created if missing)"
+                )
+            return
+
+
+def _for_notebook(path: Path) -> str:
+    """``path`` as a notebook parameter: relative to the project root when inside it (the notebooks
+    read relative folders from there, :func:`olas_utils.settings.output_folder`), else absolute."""
+    root = project_root()
+    return os.path.relpath(path, root) if _inside(path, root) else str(path)
 
 
 def run_notebook(
@@ -98,22 +146,46 @@ def run_notebook(
 
 
 def reproduce(
-    profile: str = "quick", only: Sequence[str] | None = None, executed_dir: str | Path | None = None
+    profile: str = "quick",
+    only: Sequence[str] | None = None,
+    executed_dir: str | Path | None = None,
+    *,
+    results_dir: str | Path | None = None,
+    figures_dir: str | Path | None = None,
+    refresh_committed: bool = False,
 ) -> list[Path]:
     """Run every numbered notebook (or those whose name starts with one of ``only``).
+
+    Args:
+        profile: one of :data:`PROFILES`.
+        only: notebook name prefixes (e.g. ``["01"]``); None runs every notebook of the profile.
+        executed_dir: where the executed copies go (default ``runs/<profile>/executed``, or the
+            committed ``results[/<profile>]/executed`` with ``refresh_committed``).
+        results_dir, figures_dir: where the notebooks write their tables and figures (default
+            ``runs/<profile>/results`` and ``runs/<profile>/figures``). Relative paths are read from
+            the current working directory.
+        refresh_committed: regenerate the committed outputs (:func:`output_dirs`) and the
+            README's results summary: what ``make reproduce`` does. Without it no folder under
+            the committed ``results/`` or ``figures/`` is written.
 
     Returns:
         Paths of the executed copies.
 
     Raises:
-        ValueError: an unknown profile; ``only`` empty or a plain string (None runs every
-            notebook), matches no notebook, or names one that lacks the profile.
+        ValueError: an unknown profile; ``only`` empty, a plain string or holding an empty name
+            (None runs every notebook), matching no notebook, or naming one that lacks the
+            profile; a folder inside the committed ``results/`` or ``figures/`` without
+            ``refresh_committed``, or ``results_dir`` / ``figures_dir`` with it; an executed copy
+            that would replace a source notebook. All before any notebook runs.
+        NotADirectoryError: a folder given is a file (or lies below one).
     """
     _check_profile(profile)
-    if only is not None and (isinstance(only, str) or not list(only)):
+    if only is not None and (
+        isinstance(only, str) or not list(only) or any(not isinstance(o, str) or not o.strip() for o in only)
+    ):
         raise ValueError(
             f"only must be a list of notebook name prefixes such as ['01'], got {only!r}; pass None to run every "
-            "notebook (an empty list would run them all into the committed results/ and figures/)"
+            "notebook (an empty list or an empty name would match every notebook)"
         )
     books = list_notebooks()
     if only:
@@ -129,46 +201,116 @@ def reproduce(
                 f"drop --only or pick one of those"
             )
         books = [b for b in books if b.name.startswith(allowed)]
-    results, figures = output_dirs(profile)
-    executed_dir = Path(executed_dir) if executed_dir else results / "executed"
-    # relative to notebooks/, where the notebooks run; quick keeps the notebooks' defaults
-    here = project_root() / "notebooks"
-    params = (
-        {}
-        if profile == "quick"
-        else {"results_dir": os.path.relpath(results, here), "figures_dir": os.path.relpath(figures, here)}
-    )
+    for flag, value in (
+        ("--results-dir", results_dir),
+        ("--figures-dir", figures_dir),
+        ("--executed-dir", executed_dir),
+    ):
+        if value is not None and not str(value).strip():
+            raise ValueError(f"{flag} is empty; pass a folder, or leave the option out for the default")
+    root = project_root()
+    committed = (root / "results", root / "figures")
+    if refresh_committed:
+        given = [f for f, v in (("--results-dir", results_dir), ("--figures-dir", figures_dir)) if v is not None]
+        if given:
+            raise ValueError(
+                f"--refresh-committed writes the committed folders {', '.join(str(c) for c in output_dirs(profile))}; "
+                f"drop {' and '.join(given)}, or drop --refresh-committed to write where they say"
+            )
+        results, figures = output_dirs(profile)
+        executed = Path(os.path.abspath(executed_dir)) if executed_dir is not None else results / "executed"
+    else:
+        default = run_dirs(profile)
+        results, figures, executed = (
+            Path(os.path.abspath(v)) if v is not None else d
+            for v, d in zip((results_dir, figures_dir, executed_dir), default)
+        )
+        for flag, folder in (("--results-dir", results), ("--figures-dir", figures), ("--executed-dir", executed)):
+            inside = [c for c in committed if _inside(folder, c)]
+            if inside:
+                raise ValueError(
+                    f"{flag} {folder} is inside the committed {inside[0].name}/ folder: this run would overwrite "
+                    f"committed outputs. Pass --refresh-committed to regenerate them (as `make reproduce` does), or "
+                    f"choose a folder outside {inside[0]} (default {RUNS}/{profile}/)"
+                )
+    for flag, folder in (("--results-dir", results), ("--figures-dir", figures), ("--executed-dir", executed)):
+        _check_folder(folder, flag)
+    sources = {Path(os.path.abspath(b)) for b in list_notebooks()}
+    clash = [executed / b.name for b in books if Path(os.path.abspath(executed / b.name)) in sources]
+    if clash:
+        raise ValueError(
+            f"--executed-dir {executed} would overwrite the source notebook {clash[0]} with its executed copy "
+            f"(its unsaved or uncommitted edits would be lost); choose another folder (default {RUNS}/{profile}/executed)"
+        )
+    params = {"results_dir": _for_notebook(results), "figures_dir": _for_notebook(figures)}
+    # the notebooks read them with olas_utils.settings.output_folder, from the project root
     done = []
     for b in books:
         t0 = time.time()
-        print(f"[olas reproduce] {b.name} (profile={profile})", flush=True)
-        done.append(run_notebook(b, executed_dir / b.name, profile=profile, parameters=params))
+        print(
+            f"[olas reproduce] {b.name} (profile={profile}) -> {params['results_dir']}, {params['figures_dir']}",
+            flush=True,
+        )
+        done.append(run_notebook(b, executed / b.name, profile=profile, parameters=params))
         print(f"[olas reproduce] {b.name} done in {time.time() - t0:.0f} s", flush=True)
-    if profile in SUMMARISED:
+    if refresh_committed and profile in SUMMARISED:
         from olas_utils.studies.summary import update_readme
 
         changed = update_readme(results_dir=output_dirs("quick")[0])
         print(f"[olas reproduce] README.md results summary {'rewritten' if changed else 'unchanged'}", flush=True)
+    elif profile in SUMMARISED:
+        print(
+            "[olas reproduce] README.md results summary left as it is (it quotes the committed results; "
+            "--refresh-committed regenerates them and the summary)",
+            flush=True,
+        )
     return done
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry: ``python -m olas_utils.ui.reproduce [--profile P] [--only NB ...]``."""
+    """Command-line entry: ``python -m olas_utils.ui.reproduce [--profile P] [--only NB ...]
+    [--results-dir D] [--figures-dir D] [--executed-dir D] [--refresh-committed]``."""
     ap = argparse.ArgumentParser(prog="olas-reproduce", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=PROFILES, default="quick")
     ap.add_argument("--only", nargs="+", metavar="NB", help="notebook name prefixes, e.g. 01 (at least one)")
-    ap.add_argument(
-        "--executed-dir",
-        help="where executed notebooks go (default results/executed, "
-        "results/<profile>/executed for a profile other than quick)",
-    )
+    add_folder_arguments(ap)
     args = ap.parse_args(argv)
     try:
-        reproduce(args.profile, args.only, args.executed_dir)
+        reproduce(
+            args.profile,
+            args.only,
+            args.executed_dir,
+            results_dir=args.results_dir,
+            figures_dir=args.figures_dir,
+            refresh_committed=args.refresh_committed,
+        )
     except Exception as e:  # noqa: BLE001 - command line: one clear line, non-zero exit
         print(f"olas reproduce: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def add_folder_arguments(ap: argparse.ArgumentParser) -> None:
+    """The output-folder options of ``reproduce`` (shared by ``olas reproduce``)."""
+    ap.add_argument(
+        "--results-dir",
+        help=f"where the notebooks write their tables (default {RUNS}/<profile>/results, git-ignored)",
+    )
+    ap.add_argument(
+        "--figures-dir",
+        help=f"where the notebooks write their figures (default {RUNS}/<profile>/figures, git-ignored)",
+    )
+    ap.add_argument(
+        "--executed-dir",
+        help=f"where executed notebooks go (default {RUNS}/<profile>/executed; with --refresh-committed "
+        "results/executed, results/<profile>/executed for a profile other than quick)",
+    )
+    ap.add_argument(
+        "--refresh-committed",
+        action="store_true",
+        help="regenerate the committed outputs (results/ and figures/ for quick, results/<profile>/ and "
+        "figures/<profile>/ otherwise) and the README's results summary, as `make reproduce` does",
+    )
 
 
 if __name__ == "__main__":

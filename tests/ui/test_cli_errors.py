@@ -32,8 +32,9 @@ def test_cli_output_directory_leaves_no_tmp(tmp_path, capsys):
     f.write_text("The cat sat .\n", encoding="utf-8")
     out = tmp_path / "outdir"
     out.mkdir()
-    assert main(["extract", "-m", "minilm-l6", "-i", str(f), "-o", str(out), "-q"]) == 1
-    assert "outdir" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # refused before the model is loaded
+        main(["extract", "-m", "minilm-l6", "-i", str(f), "-o", str(out), "-q"])
+    assert e.value.code == 2 and "outdir is a folder" in capsys.readouterr().err
     assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
 
 

@@ -55,7 +55,8 @@ def test_help_documents_the_options():
         (["--dataset", "ewt", "--n", "1"], "--n must be at least 2"),
         (["-i", "x.txt", "--size", "4"], "too small for SSIM"),
         (["-i", "x.txt", "--metric", "cosine"], "invalid choice"),
-        (["-i", "x.txt", "--order", "-1"], "--order values must be >= 0"),
+        (["-i", "x.txt", "--order", "-1"], "--order values must be >= 1"),
+        (["-i", "x.txt", "--order", "0"], "order 0 is the identity map"),
     ],
 )
 def test_bad_usage_exits_2(extra, message, capsys):

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from olas_utils.settings import project_root
+from olas_utils.settings import output_folder, project_root
 from olas_utils.ui import reproduce as rp
 
 
@@ -40,13 +40,19 @@ def _study_profiles(book):
     return importlib.import_module(f"olas_utils.studies.{module}").PROFILES
 
 
-def test_quick_keeps_the_notebooks_default_folders(calls):
-    rp.reproduce("quick")
+def test_quick_refreshes_the_committed_folders_only_when_asked(calls):
+    rp.reproduce("quick", refresh_committed=True)
     assert calls[-1] == ("README", {"results_dir": project_root() / "results"})
     calls.pop()
     assert [c[0][:2] for c in calls] == ["01", "02", "03", "04"]
-    assert all(c[3] == {} for c in calls)  # the notebooks' own ../results and ../figures
+    # read by the notebooks from the repository root (olas_utils.settings.output_folder)
+    assert all(c[3] == {"results_dir": "results", "figures_dir": "figures"} for c in calls)
     assert calls[0][1] == project_root() / "results" / "executed" / "01_ola_gallery.ipynb"
+    calls.clear()
+    rp.reproduce("quick")
+    assert all(c[0] != "README" for c in calls)  # the README quotes the committed results: left alone
+    assert all(c[3] == {"results_dir": "runs/quick/results", "figures_dir": "runs/quick/figures"} for c in calls)
+    assert calls[0][1] == project_root() / "runs" / "quick" / "executed" / "01_ola_gallery.ipynb"
 
 
 ONE_NOTEBOOK = {"wide": ["04_toa_transfer.ipynb"], "tagging": ["04_toa_transfer.ipynb"]}
@@ -59,7 +65,7 @@ ONE_NOTEBOOK |= {
 
 @pytest.mark.parametrize("name", list(ONE_NOTEBOOK))
 def test_profiles_of_some_notebooks_run_them_alone_into_their_own_folders(calls, name):
-    rp.reproduce(name)
+    rp.reproduce(name, refresh_committed=True)
     if name in rp.SUMMARISED:
         assert calls.pop() == (
             "README",
@@ -68,10 +74,11 @@ def test_profiles_of_some_notebooks_run_them_alone_into_their_own_folders(calls,
     assert [c[0] for c in calls] == ONE_NOTEBOOK[name]
     for book, out, profile, params in calls:
         assert profile == name
-        assert params == {"results_dir": f"../results/{name}", "figures_dir": f"../figures/{name}"}
+        assert params == {"results_dir": f"results/{name}", "figures_dir": f"figures/{name}"}
         assert out == project_root() / "results" / name / "executed" / book
-    # the relative folders resolve, from notebooks/ where papermill runs, inside the project
-    assert (project_root() / "notebooks" / params["results_dir"]).resolve() == rp.output_dirs(name)[0]
+    # the relative folders resolve, from the repository root as the notebooks read them, inside the project
+    assert output_folder(params["results_dir"], name, "results") == rp.output_dirs(name)[0]
+    assert output_folder(params["figures_dir"], name, "figures") == rp.output_dirs(name)[1]
 
 
 def test_the_profiles_whose_runs_rewrite_the_readme_are_those_the_summary_quotes():
