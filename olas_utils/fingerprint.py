@@ -34,6 +34,7 @@ __all__ = [
     "sha256_file",
     "sha256_file_once",
     "sha256_stream",
+    "sha256_tree",
     "seed_from",
     "library_versions",
     "safe_name",
@@ -114,6 +115,46 @@ def sha256_file(path: str | Path) -> str:
     """
     with open(path, "rb") as fh:
         return sha256_stream(fh)
+
+
+def _tree_chunks(obj: Any):
+    """Bytes that identify ``obj``: a nest of dicts, lists, tuples, tensors, NumPy arrays and
+    plain values (each part tagged with its type; dict items in a fixed order)."""
+    import numpy as np
+
+    if isinstance(obj, dict):
+        items = sorted(obj.items(), key=lambda kv: (type(kv[0]).__name__, repr(kv[0])))
+        yield f"d{len(items)}(".encode()
+        for k, v in items:
+            yield f"k{type(k).__name__}:{k!r}=".encode("utf-8", "backslashreplace")
+            yield from _tree_chunks(v)
+        yield b")"
+    elif isinstance(obj, (list, tuple)):
+        yield f"{'l' if isinstance(obj, list) else 't'}{len(obj)}(".encode()
+        for v in obj:
+            yield from _tree_chunks(v)
+        yield b")"
+    elif hasattr(obj, "detach") and hasattr(obj, "dtype") and hasattr(obj, "shape"):  # a torch tensor
+        import torch
+
+        t = obj.detach().cpu().contiguous()
+        yield f"T{str(t.dtype).removeprefix('torch.')}{list(t.shape)}:".encode()
+        if t.numel():
+            yield t.reshape(-1).view(torch.uint8).numpy()
+    elif isinstance(obj, np.ndarray):
+        a = np.ascontiguousarray(obj)
+        yield f"A{a.dtype.str}{list(a.shape)}:".encode()
+        yield a.tobytes()
+    else:
+        yield f"v{type(obj).__name__}:{obj!r};".encode("utf-8", "backslashreplace")
+
+
+def sha256_tree(obj: Any) -> str:
+    """SHA-256 of a nest of dicts, lists, tuples, tensors (dtype, shape and bytes), NumPy
+    arrays and plain values (their ``repr``): what a checkpoint records of its own content, so
+    a damaged one is found on reading. Dict items are hashed in a fixed order (keys sorted by
+    type and ``repr``), so the insertion order does not matter."""
+    return sha256_chunks(_tree_chunks(obj))
 
 
 def seed_from(*parts: Any) -> int:

@@ -182,30 +182,36 @@ class TOAModel(nn.Module):
         from pathlib import Path
 
         from olas_utils.atomic import save_atomic
+        from olas_utils.fingerprint import sha256_tree
 
         path = Path(path)
-        save_atomic(
-            {
-                "format": "olas-toa-1",
-                "adapter": self.adapter.config.to_dict(),
-                "kind": self.kind,
-                "n_classes": self.n_classes,
-                "head_kwargs": self.head_kwargs,
-                "state": self.state_dict(),
-                "metadata": metadata,
-            },
-            path,
-            what="TOA model file",
-        )
+        content = {
+            "format": "olas-toa-1",
+            "adapter": self.adapter.config.to_dict(),
+            "kind": self.kind,
+            "n_classes": self.n_classes,
+            "head_kwargs": self.head_kwargs,
+            "state": self.state_dict(),
+            "metadata": metadata,
+        }
+        save_atomic({**content, "content_sha256": sha256_tree(content)}, path, what="TOA model file")
         return path
 
     @classmethod
-    def load(cls, path, map_location="cpu") -> tuple["TOAModel", dict]:
-        """Read a model written by :meth:`save`: ``(model in eval mode, metadata)``.
+    def load(cls, path, map_location="cpu", *, verify: bool = True) -> tuple["TOAModel", dict]:
+        """Read a model written by :meth:`save`: ``(model in eval mode, metadata)``, checking
+        the SHA-256 of its content that :meth:`save` recorded.
+
+        Args:
+            path: the file.
+            map_location: where the weights go.
+            verify: refuse a file whose content differs from its recorded hash, or that
+                records none (written by OLAS before these hashes). False reads it with a warning.
 
         Raises:
             FileNotFoundError: no file at ``path``.
-            ValueError: the file is not a (readable) saved TOA model.
+            ValueError: the file is not a (readable) saved TOA model, or (``verify``) it is
+                damaged or records no content hash.
         """
         try:
             data = torch.load(path, map_location=map_location, weights_only=False)
@@ -215,6 +221,20 @@ class TOAModel(nn.Module):
             raise ValueError(f"{path} is not a readable TOA model ({e})") from e
         if not isinstance(data, dict) or data.get("format") != "olas-toa-1":
             raise ValueError(f"{path} is not a TOA model written by TOAModel.save")
+        from olas_utils.fingerprint import sha256_tree
+
+        recorded = data.pop("content_sha256", None)
+        if recorded != sha256_tree(data):
+            why = (
+                f"the TOA model file {path} records no content hash (written by OLAS before these hashes)"
+                if recorded is None
+                else f"the TOA model file {path} is damaged: its content differs from the SHA-256 it recorded"
+            )
+            if verify:
+                raise ValueError(f"{why}; train and save it again, or pass verify=False to read it as it is")
+            import warnings
+
+            warnings.warn(f"{why}; read anyway (verify=False)", UserWarning, stacklevel=2)
         model = cls(AdapterConfig(**data["adapter"]), data["kind"], data["n_classes"], **data["head_kwargs"])
         model.load_state_dict(data["state"])
         return model.eval(), data["metadata"]

@@ -64,10 +64,14 @@ def _fit_in_worker(packed: bytes) -> str:
 def _finished(path) -> bool:
     if not path.exists():
         return False
+    from olas_utils.toa.train import checkpoint_intact
+
     try:
-        return bool(torch.load(path, map_location="cpu", weights_only=False).get("done"))
+        state = torch.load(path, map_location="cpu", weights_only=False)
     except Exception:  # noqa: BLE001 - fit_adapter reports a damaged checkpoint itself
         return False
+    # a damaged checkpoint is trained again (fit_adapter sets it aside, saying so), in a worker like any other
+    return isinstance(state, dict) and bool(state.get("done")) and checkpoint_intact(state)
 
 
 def fit_many(

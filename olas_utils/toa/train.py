@@ -9,7 +9,11 @@
   ``checkpoint_every`` steps and at the end; a run killed at any point and started again
   with the same arguments resumes from the last checkpoint and ends with bit-identical
   weights (at the same thread count). A checkpoint written with other settings or data is
-  refused (:class:`CheckpointMismatchError`), never silently reused.
+  refused (:class:`CheckpointMismatchError`), never silently reused. Each checkpoint records
+  the SHA-256 of its own content (:data:`CHECKPOINT_HASH`, :func:`checkpoint_intact`); one whose
+  content differs (damaged on disk) or that records none (written before checkpoints had hashes)
+  is set aside as ``<name>.bad`` with a warning and the run is trained again from the start,
+  never resumed as good.
 * **Learning-rate schedules** (:data:`SCHEDULES`): ``"linear"`` (the paper's: decay to 0 over
   ``epochs``, so the cap also decides how far the rate has decayed, and the last epoch tends to be
   the best one) and ``"plateau"`` (constant, multiplied by ``lr_factor`` after every epoch whose dev
@@ -39,7 +43,7 @@ from tqdm.auto import tqdm
 
 from olas_utils.atomic import check_writable, save_atomic
 from olas_utils.augment import PAPER_ADAPTER, Augmentation, augment_batch
-from olas_utils.fingerprint import legacy_json, seed_from, sha256_chunks
+from olas_utils.fingerprint import legacy_json, seed_from, sha256_chunks, sha256_tree
 from olas_utils.toa.features import Example
 from olas_utils.toa.heads import TOAModel
 
@@ -48,6 +52,8 @@ __all__ = [
     "TrainConfig",
     "Selection",
     "CheckpointMismatchError",
+    "CHECKPOINT_HASH",
+    "checkpoint_intact",
     "size_batches",
     "collate",
     "train_model",
@@ -206,6 +212,42 @@ class Selection:
 
 class CheckpointMismatchError(ValueError):
     """A checkpoint exists at the path but was written for other settings or data."""
+
+
+#: Key of a training checkpoint under which it records the SHA-256 of the rest of its content
+#: (:func:`olas_utils.fingerprint.sha256_tree`).
+CHECKPOINT_HASH = "content_sha256"
+
+
+def checkpoint_intact(state) -> bool:
+    """Whether a loaded training checkpoint holds what was written: its recorded
+    :data:`CHECKPOINT_HASH` equals the SHA-256 of the rest of its content (False for a damaged
+    checkpoint, one without a recorded hash, or anything that is not a checkpoint dict)."""
+    if not isinstance(state, dict) or not isinstance(state.get(CHECKPOINT_HASH), str):
+        return False
+    try:
+        actual = sha256_tree({k: v for k, v in state.items() if k != CHECKPOINT_HASH})
+    except Exception:  # noqa: BLE001 - content that cannot even be hashed is damaged
+        return False
+    return actual == state[CHECKPOINT_HASH]
+
+
+def _set_aside(path: Path, why: str) -> None:
+    """Rename a damaged checkpoint to ``<name>.bad`` (kept for inspection) and warn that the run
+    is trained again."""
+    import warnings
+
+    bad = path.with_name(path.name + ".bad")
+    try:
+        os.replace(path, bad)
+        where = f"set aside as {bad}"
+    except OSError as e:
+        where = f"could not be set aside ({e.strerror or e}); it will be overwritten"
+    warnings.warn(
+        f"training checkpoint {path} {why}: it is not resumed; {where}, and the run is trained again from the start",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def size_batches(
@@ -377,6 +419,7 @@ def train_model(
     stopped = False
     path = Path(checkpoint) if checkpoint is not None else None
     resumed = 0
+    state = None
     if path is not None and path.exists():
         try:
             state = torch.load(path, weights_only=False, map_location="cpu")
@@ -387,6 +430,15 @@ def train_model(
                 f"{path} was written for another training run (other data, settings or model size); "
                 "delete it or pass another checkpoint path"
             )
+        if not checkpoint_intact(state):
+            why = (
+                "records no content hash (written before OLAS recorded checkpoint hashes), so it cannot be checked"
+                if CHECKPOINT_HASH not in state
+                else "is damaged: its content differs from the SHA-256 it recorded when written"
+            )
+            _set_aside(path, why)
+            state = None
+    if state is not None:  # a checkpoint of this run, intact
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         for group in opt.param_groups:  # a checkpoint written before foreach would turn it off (same weights)
@@ -402,22 +454,19 @@ def train_model(
     bar = tqdm(total=total, initial=step, desc=desc, disable=not progress, unit="step", leave=False)
 
     def save(done: bool) -> None:
-        save_atomic(
-            {
-                "key": key,
-                "model": model.state_dict(),
-                "optimizer": opt.state_dict(),
-                "scheduler": sched.state_dict(),
-                "step": step,
-                "losses_sum": losses_sum,
-                "curve": curve,
-                "best": best,
-                "stopped": stopped,
-                "done": done,
-            },
-            path,
-            what="training checkpoint",
-        )
+        content = {
+            "key": key,
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict(),
+            "step": step,
+            "losses_sum": losses_sum,
+            "curve": curve,
+            "best": best,
+            "stopped": stopped,
+            "done": done,
+        }
+        save_atomic({**content, CHECKPOINT_HASH: sha256_tree(content)}, path, what="training checkpoint")
 
     model.train()
     try:
