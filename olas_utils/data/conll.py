@@ -27,34 +27,47 @@ from olas_utils.data.files import (
     to_dataset,
 )
 
-__all__ = ["load_conll2000", "iob1_to_iob2", "load_conll2003"]
+__all__ = ["load_conll2000", "iob1_to_iob2", "load_conll2003", "PTB_POS_TAGS"]
+
+#: Penn Treebank part-of-speech tags (the 45 of the WSJ tagging guidelines, with the ``"`` and
+#: ``-LRB-`` / ``-RRB-`` spellings some releases use): the POS column of CoNLL-2000 and CoNLL-2003
+#: is checked against them (CoNLL-2003 also has the ambiguous ``NN|SYM``), checksum or not.
+PTB_POS_TAGS = frozenset(
+    "CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM TO UH "
+    "VB VBD VBG VBN VBP VBZ WDT WP WP$ WRB # $ . , : ( ) `` '' \" -LRB- -RRB-".split()
+)
+_CONLL2003_POS = PTB_POS_TAGS | {"NN|SYM"}
 
 
 _CHUNK_TAG = re.compile(r"O|[BI]-(NP|VP|PP|ADVP|ADJP|SBAR|PRT|CONJP|INTJ|LST|UCP)")
 _NER_TAG = re.compile(r"O|[BI]-(PER|ORG|LOC|MISC)")
 
 
-def _column_sentences(path: Path, n_fields: int) -> Iterator[tuple[int, list[list[str]]]]:
+def _column_sentences(
+    path: Path, n_fields: int, pos_tags: frozenset[str] = PTB_POS_TAGS
+) -> Iterator[tuple[int, list[list[str]]]]:
     """Yield ``(doc_index, token_fields)`` per sentence of a blank-line separated column file.
 
     ``-DOCSTART-`` lines start a new document (0-based index; sentences before any
     ``-DOCSTART-`` belong to document 0) and are not sentences themselves. Checked strictly:
     each token line has ``n_fields`` fields and its chunk tag (field 3) and, with 4 fields, its
     NER tag are whole CoNLL tags (no tag type is the start of another, so a line cut inside
-    its last field is refused). The last sentence may end the file without a blank line. A
-    file cut between two lines still reads as a smaller file: only the data folder's
-    ``SHA256SUMS`` (checked by the loaders) tells it from the original.
+    its last field is refused), and its POS tag (field 2) one of ``pos_tags``. The last sentence
+    may end the file without a blank line. A file cut between two lines still reads as a smaller
+    file: only the data folder's ``SHA256SUMS`` (checked by the loaders) tells it from the
+    original; a file without a single sentence is refused.
 
     Raises:
-        DataFormatError: a line breaking these rules, naming the file and the 1-based line.
+        DataFormatError: a line breaking these rules, or no sentence at all, naming the file and
+            the 1-based line.
     """
-    doc, tokens, lineno = -1, [], 0
+    doc, tokens, lineno, n = -1, [], 0, 0
     for lineno, line in text_lines(path):
         fields = line.split()
         if not fields or fields[0] == "-DOCSTART-":
             if tokens:
                 yield doc, tokens
-                tokens = []
+                tokens, n = [], n + 1
             if fields:
                 doc += 1
             continue
@@ -68,10 +81,21 @@ def _column_sentences(path: Path, n_fields: int) -> Iterator[tuple[int, list[lis
                 f"{path}:{lineno}: {bad[0]!r} is not a CoNLL chunk / NER tag (O, B-X or I-X): "
                 f"{line.rstrip()!r}; {RESTORE_HINT}"
             )
+        if fields[1] not in pos_tags:
+            raise DataFormatError(
+                f"{path}:{lineno}: {fields[1]!r} is not a Penn Treebank part-of-speech tag "
+                f"(olas_utils.data.conll.PTB_POS_TAGS): {line.rstrip()!r}; {RESTORE_HINT}"
+            )
         doc = max(doc, 0)
         tokens.append(fields)
     if tokens:
         yield doc, tokens
+    elif not n:
+        raise DataFormatError(
+            f"{path}:{max(lineno, 1)}: the file holds no sentence ("
+            + ("it is empty" if not lineno else f"its {lineno} lines are blank or -DOCSTART- lines")
+            + f"); {RESTORE_HINT}"
+        )
 
 
 _CONLL2000_FEATURES = datasets.Features({"words": STR_SEQ, "pos": STR_SEQ, "chunks": STR_SEQ})
@@ -167,7 +191,7 @@ def _parse_conll2003(path: str, _mtime_ns: int, _size: int) -> dict[str, tuple]:
             "ner_tags": tuple(iob1_to_iob2([t[3] for t in toks])),
             "doc_id": doc,
         }
-        for doc, toks in _column_sentences(Path(path), 4)
+        for doc, toks in _column_sentences(Path(path), 4, _CONLL2003_POS)
     )
     return to_columns(rows, list(_CONLL2003_FEATURES))
 

@@ -215,7 +215,8 @@ def load_task(
         A :class:`TaskData`.
 
     Raises:
-        ValueError: unknown task or split, ``n < 1``, or no sentence passes the filter.
+        ValueError: unknown task or split, ``n < 1``, no sentence passes the filter, or (token
+            tasks) a gold label outside ``label_names``.
         FileNotFoundError: missing data (from the readers).
     """
     spec = _spec(task)
@@ -261,6 +262,16 @@ def load_task(
     )
     if spec.kind == "token":
         out.labels = [list(t) for t in sub[spec.label_field]]
+        known = set(out.label_names)
+        for row, tags in zip(out.rows, out.labels):
+            bad = [t for t in tags if t not in known]
+            if bad:
+                raise ValueError(
+                    f"{task}/{split}: sentence {row} of the {spec.dataset} {reader_split} split has the gold label "
+                    f"{bad[0]!r}, outside the task's label set (read from its training split: "
+                    f"{', '.join(out.label_names)}); its score would count a class no model can predict. "
+                    "Restore the original data file (data/README.md), or repair that sentence"
+                )
     elif spec.kind == "relation":
         out.labels = list(sub["label"])
         out.spans = [(tuple(a), tuple(b)) for a, b in zip(sub["e1_span"], sub["e2_span"])]

@@ -26,14 +26,16 @@ from olas_utils.data.files import (
     to_dataset,
 )
 
-__all__ = ["load_uner_ewt"]
+__all__ = ["load_uner_ewt", "UNER_TYPES"]
 
 
 _UNER_FEATURES = datasets.Features({"sent_id": datasets.Value("string"), "words": STR_SEQ, "ner_tags": STR_SEQ})
 _UNER_TOKEN_LINE = re.compile(r"^\d+\t")
 
 
-_UNER_TAG = re.compile(r"O|[BI]-[A-Z]+")
+#: UNER v1's entity types: a tag is ``O``, ``B-X`` or ``I-X`` with X one of them.
+UNER_TYPES = ("PER", "ORG", "LOC")
+_UNER_TAG = re.compile(r"O|[BI]-(" + "|".join(UNER_TYPES) + ")")
 
 
 def _uner_sentences(path: Path) -> Iterator[dict]:
@@ -46,7 +48,8 @@ def _uner_sentences(path: Path) -> Iterator[dict]:
 
     Raises:
         DataFormatError: a token line without exactly 5 fields, an index out of sequence, a
-            malformed tag, or a file cut inside a sentence (file and 1-based line named).
+            tag that is not O, B-X or I-X over :data:`UNER_TYPES`, a file cut inside a sentence,
+            or a file without a single sentence (file and 1-based line named).
     """
     sent_id, text, words, tags, n, lineno = None, None, [], [], 0, 0
     for lineno, line in text_lines(path):
@@ -75,7 +78,8 @@ def _uner_sentences(path: Path) -> Iterator[dict]:
                 )
             if not _UNER_TAG.fullmatch(fields[2]):
                 raise DataFormatError(
-                    f"{path}:{lineno}: {fields[2]!r} is not an IOB2 tag (O, B-X, I-X); {RESTORE_HINT}"
+                    f"{path}:{lineno}: {fields[2]!r} is not a UNER IOB2 tag (O, B-X or I-X with X one of "
+                    f"{', '.join(UNER_TYPES)}); {RESTORE_HINT}"
                 )
             words.append(fields[1])
             tags.append(fields[2])
@@ -86,6 +90,12 @@ def _uner_sentences(path: Path) -> Iterator[dict]:
                 f"spell its '# text'): it looks cut; {RESTORE_HINT}"
             )
         yield {"sent_id": sent_id or str(n), "words": tuple(words), "ner_tags": tuple(tags)}
+    elif not n:
+        raise DataFormatError(
+            f"{path}:{max(lineno, 1)}: the file holds no sentence ("
+            + ("it is empty" if not lineno else f"its {lineno} lines hold no token line")
+            + f"); {RESTORE_HINT}"
+        )
 
 
 @functools.lru_cache(maxsize=8)
