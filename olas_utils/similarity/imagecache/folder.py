@@ -34,7 +34,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from olas_utils.atomic import write_json_atomic
+from olas_utils.atomic import check_free_space, reserve_file, write_json_atomic
 from olas_utils.fingerprint import sha256_file
 from olas_utils.vocabulary import MapKey
 
@@ -297,20 +297,29 @@ def init_folder(root: Path, manifest: dict, plan: list[list[int]], keys: list[st
 
     Raises:
         FileExistsError: as :func:`clear_folder`.
-        OSError: a file cannot be created (:func:`io_errors`).
+        OSError: a file cannot be created (:func:`io_errors`); errno ENOSPC, "no space left on
+            device: <folder>, needs about N MB", before any file is made when the arrays cannot
+            fit (:func:`olas_utils.atomic.check_free_space`).
     """
     clear_folder(root, keys)
     n = manifest["n_chunks"]
+    # the arrays are memory-mapped: a page written into a sparse file on a full disk kills the
+    # process (SIGBUS), so the space is checked first and every block allocated at creation
+    check_free_space(
+        root, len(keys) * n * image_size * image_size * 4 + n * 4 + (len(keys) + 1) * 128, what="image cache"
+    )
     for key in keys:
         path = root / key_filename(key)
         with io_errors(path, "create"):
             mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, image_size, image_size))
             mm.flush()
             del mm
+            reserve_file(path, what="image cache")
     with io_errors(root / LENGTHS, "create"):
         mm = np.lib.format.open_memmap(root / LENGTHS, mode="w+", dtype=np.int32, shape=(n,))
         mm.flush()
         del mm
+        reserve_file(root / LENGTHS, what="image cache")
     write_json(root / PLAN, plan)
     write_json(
         root / PROGRESS,

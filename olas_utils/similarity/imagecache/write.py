@@ -41,6 +41,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import torch
 
+from olas_utils.atomic import reserve_file
 from olas_utils.similarity.imagecache.folder import (
     LENGTHS,
     MANIFEST,
@@ -348,8 +349,10 @@ def _run(
             for key in t.keys:
                 path = t.root / key_filename(key)
                 with io_errors(path, "open"):
+                    reserve_file(path, what="image cache")  # a cache made sparse before: no SIGBUS on a full disk
                     mms[t.protocol][key] = np.lib.format.open_memmap(path, mode="r+")
             with io_errors(t.root / LENGTHS, "open"):
+                reserve_file(t.root / LENGTHS, what="image cache")
                 lengths[t.protocol] = np.lib.format.open_memmap(t.root / LENGTHS, mode="r+")
         names = "+".join(t.protocol for t in targets)
         bar = tqdm(
