@@ -315,15 +315,34 @@ def pool_to_words(
         of special tokens, in token order.
 
     Raises:
-        ValueError: if a word in ``0..W-1`` has no token, on an unknown ``pooling``, or if
-            ``"neutral"`` is asked without ``reference`` (or with one of another size).
+        ValueError: if a word in ``0..W-1`` has no token, a word id is ``W`` or more (or below
+            -2), on an unknown ``pooling``, or if ``"neutral"`` is asked without ``reference``
+            (or with one of another size, or one with a row without a positive entry, negative
+            or non-finite entries).
+        TypeError: ``word_ids`` that are not integers.
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    if not isinstance(word_ids, torch.Tensor) or word_ids.dim() != 1:
+        raise ValueError(f"word_ids must be a (T,) tensor of word ids, got {getattr(word_ids, 'shape', word_ids)!r}")
+    if word_ids.is_floating_point() or word_ids.is_complex() or word_ids.dtype == torch.bool:
+        raise TypeError(
+            f"word_ids must hold whole numbers (an integer tensor: word index, -1 special, -2 padding), got "
+            f"{word_ids.dtype}; convert with word_ids.long() if the values are whole"
+        )
+    if isinstance(num_words, bool) or not isinstance(num_words, int) or num_words < 0:
+        raise ValueError(f"num_words must be a whole number >= 0, got {num_words!r}")
     word_ids = word_ids.to(maps.device)
     t = word_ids.shape[0]
     if maps.shape[-1] != t:
         raise ValueError(f"maps have {maps.shape[-1]} tokens but word_ids has {t}")
+    if t and int(word_ids.max()) >= num_words:
+        raise ValueError(
+            f"word_ids name word {int(word_ids.max())} but num_words is {num_words}: pass the sentence's word "
+            "count (max word id + 1)"
+        )
+    if t and int(word_ids.min()) < -2:
+        raise ValueError(f"word_ids hold {int(word_ids.min())}: ids are word indices, -1 (special) or -2 (padding)")
     if pooling == "neutral":
         if reference is None:
             raise ValueError(
@@ -333,6 +352,7 @@ def pool_to_words(
             )
         if reference.shape[-1] != t or reference.shape[-2] != t:
             raise ValueError(f"reference is {tuple(reference.shape)}, the maps have {t} tokens")
+        _check_reference(reference)
     is_word = word_ids >= 0
     onehot = torch.zeros((t, num_words), dtype=maps.dtype, device=maps.device)
     onehot[is_word.nonzero(as_tuple=True)[0], word_ids[is_word]] = 1.0
@@ -349,6 +369,24 @@ def pool_to_words(
         return word_map, special
     ref_rows = row_pool @ reference.to(device=maps.device, dtype=maps.dtype)
     return _lift(word_map, ref_rows @ onehot), _lift(special, ref_rows[..., special_cols])
+
+
+def _check_reference(reference: torch.Tensor) -> None:
+    """A uniform-attention reference has finite, non-negative entries and a positive entry in
+    every row (every token attends somewhere); anything else would make the lift meaningless."""
+    ref = reference.detach()
+    if not torch.isfinite(ref).all():
+        raise ValueError("reference has NaN or inf entries: pass olas_utils.uniform.uniform_reference(key, T, ...)")
+    if (ref < 0).any():
+        raise ValueError("reference has negative entries: pass olas_utils.uniform.uniform_reference(key, T, ...)")
+    empty = ~(ref > 0).any(-1)
+    if empty.any():
+        row = int(empty.reshape(-1, empty.shape[-1]).any(0).nonzero()[0])
+        raise ValueError(
+            f"reference row {row} is all zero (uniform attention gives every token somewhere to attend), so the "
+            "neutral lift would be 0 everywhere in it: pass olas_utils.uniform.uniform_reference(key, T, causal=..., "
+            "num_layers=...) for the same key and sentence length"
+        )
 
 
 def _lift(pooled: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:

@@ -116,6 +116,11 @@ def _residual(layers, row_sum_tol: float) -> np.ndarray:
         )
     zero = (a == 0).all(-1)  # (N, T): a row of zeros is a padded query, as the capture leaves it
     padded = zero.all(0)
+    if padded.all():
+        raise ValueError(
+            f"every attention row is zero in every layer (shape {tuple(a.shape)}): no real token, only padding; "
+            "pass head-averaged post-softmax attention (each real token's rows sum to 1)"
+        )
     mixed = zero.any(0) & ~padded
     if mixed.any():
         q = int(np.flatnonzero(mixed)[0])
@@ -359,11 +364,26 @@ def flow_cost(
 
     Returns:
         A :class:`FlowCost`; ``str()`` of it is one readable line.
+
+    Raises:
+        TypeError: ``lengths`` is a number or string, not a list of lengths.
+        ValueError: a length below 1 or not a whole number; ``num_layers`` or ``processes`` below 1.
     """
-    if num_layers < 1:
-        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-    if processes < 1:
-        raise ValueError(f"processes must be >= 1, got {processes}")
+    if isinstance(lengths, (int, np.integer, float, str, bytes)) or not hasattr(lengths, "__iter__"):
+        raise TypeError(
+            f"lengths must be a list of token counts, one per sentence, got {type(lengths).__name__} {lengths!r}; "
+            f"for one sentence pass [{lengths!r}]"
+        )
+    lengths = list(lengths)
+    bad = [t for t in lengths if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1]
+    if bad:
+        raise ValueError(
+            f"lengths must be positive whole token counts (T >= 1 per sentence), got {bad[0]!r} among {len(lengths)}"
+        )
+    if isinstance(num_layers, bool) or not isinstance(num_layers, (int, np.integer)) or num_layers < 1:
+        raise ValueError(f"num_layers must be a whole number >= 1, got {num_layers!r}")
+    if isinstance(processes, bool) or not isinstance(processes, (int, np.integer)) or processes < 1:
+        raise ValueError(f"processes must be a whole number >= 1, got {processes!r}")
     flows = edges = 0
     for t in lengths:
         if num_layers >= 2:

@@ -450,8 +450,12 @@ def mixing_plan(keys: Iterable[str | MapKey], num_layers: int) -> dict[str, tupl
         TypeError: ``keys`` is a single string, not a collection.
         ValueError: a key that is not a mixing key, or an order outside ``0..N``.
     """
+    if keys is None:
+        raise TypeError(
+            "mixing=None: pass () for no context-mixing keys, or a collection such as ('alti', 'valuenorm')"
+        )
     if isinstance(keys, (str, bytes, MapKey)):
-        raise TypeError(f"mixing must be a collection of keys, e.g. mixing=({keys!r},), got {keys!r}")
+        raise TypeError(f"mixing must be a collection of keys, e.g. mixing=({str(keys)!r},), got {keys!r}")
     plan: dict[str, tuple[int, bool]] = {}
     for key in keys:
         k = MapKey.parse(key)

@@ -51,10 +51,19 @@ def check_orders(orders: Iterable[int], num_layers: int) -> tuple[int, ...]:
         ValueError: if ``orders`` is empty or an order is not an integer in ``0..N``.
     """
     if isinstance(orders, (int, float, str, bytes)) or not isinstance(orders, Iterable):
-        raise TypeError(
-            f"orders must be a collection of integers, e.g. orders=({orders!r},) or (1, 2, 3), "
-            f"got {type(orders).__name__} {orders!r}"
-        )
+        if (
+            isinstance(orders, str)
+            and orders.replace(",", " ").split()
+            and all(p.isdigit() for p in orders.replace(",", " ").split())
+        ):
+            parts = orders.replace(",", " ").split()
+            digits = parts if len(parts) > 1 else list(parts[0])
+            hint = f"orders=({', '.join(str(int(d)) for d in digits)}{',' if len(digits) == 1 else ''})"
+        elif isinstance(orders, (int, float)) and not isinstance(orders, bool) and float(orders).is_integer():
+            hint = f"orders=({int(orders)},)"
+        else:
+            hint = "orders=(1, 2, 3)"
+        raise TypeError(f"orders must be a collection of integers, e.g. {hint}, got {type(orders).__name__} {orders!r}")
     out = sorted(set(orders))
     if not out:
         raise ValueError("orders is empty: ask for at least one order, e.g. orders=(1, 2, 3)")

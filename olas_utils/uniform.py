@@ -198,7 +198,8 @@ def uniform_reference(
     max-flows, once per cached shape). With ``windows``, layer ``i``'s ``U_i`` is :func:`uniform_attention` with window
     ``windows[i]``. Computed in float64 with the same recurrence as real maps, cached per
     ``(key, T, causal, N, windows that bind at T)``; windows of at least T tokens change
-    nothing (the result is the very tensor computed without them).
+    nothing (the result equals the one computed without them). Each call returns a copy of the
+    cached tensor, so modifying it in place changes nothing else.
 
     Args:
         key: a map name as in :class:`olas_utils.extract.OLAMaps`.
@@ -209,7 +210,7 @@ def uniform_reference(
             :func:`olas_utils.architecture.attention_windows` reads them; None: all full.
 
     Returns:
-        ``(T, T)`` float32 tensor (a cached object: do not modify it in place).
+        ``(T, T)`` float32 tensor, the caller's own (a copy of the cached one).
 
     Raises:
         ValueError: on an unknown key, an order above N, a layer outside ``-N..N-1``, or
@@ -219,5 +220,7 @@ def uniform_reference(
         raise ValueError(f"t and num_layers must be >= 1, got t={t}, num_layers={num_layers}")
     bind = _binding(windows, int(t), int(num_layers))
     if bind is None:
-        return _reference(str(key), int(t), bool(causal), int(num_layers))
-    return _reference(str(key), int(t), bool(causal), int(num_layers), bind)
+        ref = _reference(str(key), int(t), bool(causal), int(num_layers))
+    else:
+        ref = _reference(str(key), int(t), bool(causal), int(num_layers), bind)
+    return ref.clone()  # the cached tensor stays private: a caller's in-place edit cannot reach later calls

@@ -94,7 +94,7 @@ def fit_many(
         the order of ``jobs``.
 
     Raises:
-        ValueError: ``workers < 1``, or ``workers > 1`` with a job that has no
+        ValueError: ``workers`` not a whole number >= 1 (e.g. the string ``"2"``), or ``workers > 1`` with a job that has no
             ``checkpoint_dir`` (workers hand their weights back through checkpoints) or that
             trains on an accelerator.
         RuntimeError: a run failed in a worker (the message names it); the other runs keep
@@ -107,8 +107,14 @@ def fit_many(
     jobs = dict(jobs)
     if workers is None:
         workers = min(default_workers(next((j.get("device", "cpu") for j in jobs.values()), "cpu")), len(jobs) or 1)
-    if int(workers) < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
+    import numbers
+
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
+        raise ValueError(
+            f"workers must be a whole number >= 1 (processes training at once) or None (automatic), got "
+            f"{type(workers).__name__} {workers!r}"
+        )
+    workers = int(workers)
     if workers > 1:
         for name, job in jobs.items():
             if job.get("checkpoint_dir") is None:
