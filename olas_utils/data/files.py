@@ -217,10 +217,16 @@ def data_file(data_dir: str | os.PathLike | None, relpath: str, dataset: str, ve
     Raises:
         FileNotFoundError: if the data folder or the file is missing (naming both and how
             to point OLAS at the right folder).
+        IsADirectoryError: a folder stands where the file should be.
         DataChecksumError: the file is not the one ``SHA256SUMS`` lists.
     """
     root = _resolve_data_dir(data_dir)
     path = root / relpath
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"{dataset}: {path} is a folder, not the data file; put the file itself there "
+            "(data/README.md says where each dataset comes from)"
+        )
     if not path.is_file():
         raise FileNotFoundError(_missing_file_message(path, root, dataset))
     verify_file(path, dataset, root=root, verify=verify)

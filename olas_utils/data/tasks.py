@@ -220,8 +220,8 @@ def load_task(
         FileNotFoundError: missing data (from the readers).
     """
     spec = _spec(task)
-    if n is not None and n < 1:
-        raise ValueError(f"n must be a positive number of sentences or None (all), got {n}")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
+        raise ValueError(f"n must be a positive number of sentences (a whole number) or None (all), got {n!r}")
     if split not in spec.splits:
         raise ValueError(f"split must be one of {sorted(spec.splits)}, got {split!r}")
     reader_split, part = _reader_split(spec, split)

@@ -94,7 +94,8 @@ def fit_many(
         the order of ``jobs``.
 
     Raises:
-        ValueError: ``workers`` not a whole number >= 1 (e.g. the string ``"2"``), or ``workers > 1`` with a job that has no
+        ValueError: a job that lacks one of fit_adapter's required arguments or has one it does not
+            take; ``workers`` not a whole number >= 1 (e.g. the string ``"2"``), or ``workers > 1`` with a job that has no
             ``checkpoint_dir`` (workers hand their weights back through checkpoints) or that
             trains on an accelerator.
         RuntimeError: a run failed in a worker (the message names it); the other runs keep
@@ -115,6 +116,7 @@ def fit_many(
             f"{type(workers).__name__} {workers!r}"
         )
     workers = int(workers)
+    _check_jobs(jobs, fit_adapter)
     if workers > 1:
         for name, job in jobs.items():
             if job.get("checkpoint_dir") is None:
@@ -134,6 +136,28 @@ def fit_many(
         if pending:
             _run_pool(pending, min(int(workers), len(pending)), progress, desc)
     return {name: fit_adapter(**job, progress=progress and workers == 1) for name, job in jobs.items()}
+
+
+def _check_jobs(jobs: dict, fit_adapter) -> None:
+    """Each job holds the keyword arguments of ``fit_adapter``: the required ones, no unknown one."""
+    import inspect
+
+    params = inspect.signature(fit_adapter).parameters
+    required = [n for n, p in params.items() if p.default is inspect.Parameter.empty]
+    for name, job in jobs.items():
+        if not isinstance(job, dict):
+            raise TypeError(f"job {name!r} must be a dict of fit_adapter's keyword arguments, got {type(job).__name__}")
+        missing = [n for n in required if n not in job]
+        unknown = [k for k in job if k not in params or k == "progress"]
+        if missing or unknown:
+            raise ValueError(
+                f"job {name!r} "
+                + (f"lacks {', '.join(missing)}" if missing else "")
+                + (" and " if missing and unknown else "")
+                + (f"has arguments fit_adapter does not take ({', '.join(map(str, unknown))})" if unknown else "")
+                + f": a job holds fit_adapter's keyword arguments ({', '.join(required)}, and optional "
+                "checkpoint_dir, dev, ...; not progress), e.g. from olas_utils.studies.adapters.adapter_job"
+            )
 
 
 def _run_pool(pending: list, workers: int, progress: bool, desc: str) -> None:

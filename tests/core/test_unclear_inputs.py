@@ -91,3 +91,32 @@ def test_workers_as_a_string_is_refused_with_a_message():
 
     with pytest.raises(ValueError, match="workers must be a whole number >= 1 .* got str '2'"):
         fit_many({"a": {}}, workers="2", progress=False)
+
+
+def test_a_training_job_without_cfg_is_named_before_any_training():
+    from olas_utils.toa.parallel import fit_many
+
+    with pytest.raises(ValueError, match=r"job 'a' lacks cfg: a job holds fit_adapter's keyword arguments"):
+        fit_many({"a": {"examples": [], "data": None, "adapter": None}}, workers=1, progress=False)
+    with pytest.raises(ValueError, match=r"has arguments fit_adapter does not take \(epochs\)"):
+        fit_many({"a": {"examples": [], "data": None, "adapter": None, "cfg": None, "epochs": 3}}, workers=1)
+
+
+def test_saving_maps_under_a_parent_that_is_a_file_says_so(tmp_path):
+    from olas_utils.maps import OLAMaps
+
+    (tmp_path / "f").write_text("x")
+    maps = OLAMaps(
+        maps={"ola:1": [torch.eye(2)]},
+        tokens=[["a", "b"]],
+        words=[["a", "b"]],
+        word_ids=[torch.tensor([0, 1])],
+        model_name="m",
+        num_layers=1,
+        is_causal=False,
+        level="subword",
+        capture_path="eager",
+        dtype="float32",
+    )
+    with pytest.raises(NotADirectoryError, match=r"is a file, not a folder"):
+        maps.save(tmp_path / "f" / "maps.pt")

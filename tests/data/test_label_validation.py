@@ -88,3 +88,16 @@ def test_a_gold_label_outside_the_tasks_label_set_is_refused(tmp_path):
     _write(tmp_path, "conll2000/test.txt", "One LS B-LST\nran VBD B-VP\n\nHe PRP B-NP\nran VBD B-VP\n")
     with pytest.raises(ValueError, match=r"pos/test: sentence 0 .* gold label 'LS', outside the task's label set"):
         load_task("pos", "test", data_dir=tmp_path)
+
+
+def test_a_folder_where_the_data_file_should_be_is_named_as_such(tmp_path):
+    (tmp_path / "conll2000" / "test.txt").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError, match=r"test\.txt is a folder, not the data file"):
+        D.load_conll2000("test", data_dir=tmp_path)
+
+
+def test_a_fractional_number_of_sentences_is_refused_in_words(tmp_path):
+    _write(tmp_path, "conll2000/train.txt", GOOD_2000)
+    _write(tmp_path, "conll2000/test.txt", GOOD_2000)
+    with pytest.raises(ValueError, match=r"n must be a positive number of sentences \(a whole number\) .* got 2.5"):
+        load_task("pos", "test", n=2.5, data_dir=tmp_path)
