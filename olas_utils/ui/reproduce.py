@@ -126,13 +126,21 @@ def run_notebook(
         ``out_path``.
 
     Raises:
-        ValueError: on an unknown profile.
+        ValueError: on an unknown profile, or an ``out_path`` that is a source notebook.
+        NotADirectoryError: ``out_path``'s folder is a file.
         papermill.PapermillExecutionError: if a cell fails (the executed copy shows where).
     """
     import papermill as pm
 
     _check_profile(profile)
     path, out_path = Path(path), Path(out_path)
+    sources = {Path(os.path.abspath(b)) for b in (path, *list_notebooks())}
+    if Path(os.path.abspath(out_path)) in sources or (out_path.exists() and out_path.samefile(path)):
+        raise ValueError(
+            f"the executed copy {out_path} would overwrite the source notebook (its unsaved or uncommitted edits "
+            "would be lost); write it elsewhere"
+        )
+    _check_folder(out_path.parent, "the executed copy's folder")
     out_path.parent.mkdir(parents=True, exist_ok=True)
     pm.execute_notebook(
         str(path),

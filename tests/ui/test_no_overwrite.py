@@ -229,3 +229,14 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"olas {__version__}"
+
+
+def test_run_notebook_refuses_to_overwrite_its_source(tmp_path):
+    src = tmp_path / "01_x.ipynb"
+    src.write_text("{}")
+    with pytest.raises(ValueError, match="would overwrite the source notebook"):
+        rp.run_notebook(src, src, profile="smoke")
+    book = rp.list_notebooks()[0]
+    with pytest.raises(ValueError, match="would overwrite the source notebook"):
+        rp.run_notebook(book, book.parent / ".." / "notebooks" / book.name, profile="smoke")
+    assert src.read_text() == "{}"
