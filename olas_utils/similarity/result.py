@@ -92,28 +92,48 @@ class ClassifierResult:
         path = Path(path)
         if path.is_dir():
             raise IsADirectoryError(f"{path} is a folder; give the classifier a file name, e.g. {path / 'clf.pt'}")
-        save_atomic(
-            {
-                "format": _CHECKPOINT_FORMAT,
-                "kind": "olas.classifier",
-                "state_dict": self.state_dict,
-                "meta": self.metadata(),
-            },
-            path,
-            what="classifier checkpoint",
-        )
+        from olas_utils.fingerprint import sha256_tree
+
+        content = {
+            "format": _CHECKPOINT_FORMAT,
+            "kind": "olas.classifier",
+            "state_dict": self.state_dict,
+            "meta": self.metadata(),
+        }
+        save_atomic({**content, "content_sha256": sha256_tree(content)}, path, what="classifier checkpoint")
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "ClassifierResult":
-        """Load a checkpoint written by :meth:`save` (``torch.load(weights_only=True)``).
+    def load(cls, path: str | Path, *, verify: bool = True) -> "ClassifierResult":
+        """Load a checkpoint written by :meth:`save` (``torch.load(weights_only=True)``), checking
+        the SHA-256 of its content that :meth:`save` recorded.
+
+        Args:
+            path: the file.
+            verify: refuse a checkpoint whose content differs from its recorded hash, or that
+                records none (written by OLAS before these hashes). False reads it with a warning.
 
         Raises:
-            ValueError: if the file is not an OLAS classifier checkpoint of a known format.
+            ValueError: if the file is not an OLAS classifier checkpoint of a known format, or
+                (``verify``) it is damaged or records no content hash.
         """
+        from olas_utils.fingerprint import sha256_tree
+
         ck = torch.load(Path(path), map_location="cpu", weights_only=True)
         if not isinstance(ck, dict) or ck.get("kind") != "olas.classifier" or ck.get("format") != _CHECKPOINT_FORMAT:
             raise ValueError(f"{path} is not an OLAS classifier checkpoint (format {_CHECKPOINT_FORMAT})")
+        recorded = ck.pop("content_sha256", None)
+        if recorded != sha256_tree(ck):
+            why = (
+                f"the classifier checkpoint {path} records no content hash (written by OLAS before these hashes)"
+                if recorded is None
+                else f"the classifier checkpoint {path} is damaged: its content differs from the SHA-256 it recorded"
+            )
+            if verify:
+                raise ValueError(f"{why}; train and save it again, or pass verify=False to read it as it is")
+            import warnings
+
+            warnings.warn(f"{why}; read anyway (verify=False)", UserWarning, stacklevel=2)
         meta = dict(ck["meta"])
         meta["image_size"] = tuple(meta["image_size"])
         meta["train_models"] = tuple(meta["train_models"])

@@ -379,3 +379,19 @@ def test_class_ranks_by_hand_and_accuracy_is_their_reduction(trained, data):
     assert np.array_equal(ranks == 0, (logits.argmax(1) == torch.arange(N_CLASSES)).numpy())
     acc = evaluate(trained, data["target"], device="cpu")
     assert acc.top1 == (ranks < 1).mean() and acc.top5 == (ranks < 5).mean()
+
+
+def test_a_damaged_classifier_checkpoint_is_refused(trained, tmp_path):
+    path = trained.save(tmp_path / "clf.pt")
+    ck = torch.load(path, weights_only=True)
+    assert len(ck["content_sha256"]) == 64
+    ck["state_dict"]["conv1.weight"] = ck["state_dict"]["conv1.weight"] * 2  # damaged, the recorded hash kept
+    torch.save(ck, path)
+    with pytest.raises(ValueError, match="is damaged: its content differs from the SHA-256"):
+        ClassifierResult.load(path)
+    with pytest.warns(UserWarning, match="read anyway"):
+        ClassifierResult.load(path, verify=False)
+    del ck["content_sha256"]
+    torch.save(ck, path)
+    with pytest.raises(ValueError, match="records no content hash"):
+        ClassifierResult.load(path)
