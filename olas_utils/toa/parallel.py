@@ -64,7 +64,7 @@ def _fit_in_worker(packed: bytes) -> str:
 def _finished(path) -> bool:
     if not path.exists():
         return False
-    from olas_utils.toa.train import checkpoint_intact
+    from olas_utils.toa.checkpoints import checkpoint_intact
 
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
@@ -94,8 +94,7 @@ def fit_many(
         the order of ``jobs``.
 
     Raises:
-        ValueError: a job that lacks one of fit_adapter's required arguments or has one it does not
-            take; ``workers`` not a whole number >= 1 (e.g. the string ``"2"``), or ``workers > 1`` with a job that has no
+        ValueError: a job that lacks one of fit_adapter's required arguments; ``workers`` not a whole number >= 1 (e.g. the string ``"2"``), or ``workers > 1`` with a job that has no
             ``checkpoint_dir`` (workers hand their weights back through checkpoints) or that
             trains on an accelerator.
         RuntimeError: a run failed in a worker (the message names it); the other runs keep
@@ -139,7 +138,7 @@ def fit_many(
 
 
 def _check_jobs(jobs: dict, fit_adapter) -> None:
-    """Each job holds the keyword arguments of ``fit_adapter``: the required ones, no unknown one."""
+    """Each job is a dict holding at least the required keyword arguments of ``fit_adapter``."""
     import inspect
 
     params = inspect.signature(fit_adapter).parameters
@@ -148,15 +147,11 @@ def _check_jobs(jobs: dict, fit_adapter) -> None:
         if not isinstance(job, dict):
             raise TypeError(f"job {name!r} must be a dict of fit_adapter's keyword arguments, got {type(job).__name__}")
         missing = [n for n in required if n not in job]
-        unknown = [k for k in job if k not in params or k == "progress"]
-        if missing or unknown:
+        if missing:
             raise ValueError(
-                f"job {name!r} "
-                + (f"lacks {', '.join(missing)}" if missing else "")
-                + (" and " if missing and unknown else "")
-                + (f"has arguments fit_adapter does not take ({', '.join(map(str, unknown))})" if unknown else "")
-                + f": a job holds fit_adapter's keyword arguments ({', '.join(required)}, and optional "
-                "checkpoint_dir, dev, ...; not progress), e.g. from olas_utils.studies.adapters.adapter_job"
+                f"job {name!r} lacks {', '.join(missing)}: a job holds fit_adapter's keyword arguments "
+                f"({', '.join(required)}, and optional checkpoint_dir, dev, ...), e.g. from "
+                "olas_utils.studies.adapters.adapter_job"
             )
 
 

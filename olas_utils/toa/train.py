@@ -41,9 +41,16 @@ from typing import Callable, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from olas_utils.atomic import check_writable, save_atomic
+from olas_utils.atomic import check_writable
 from olas_utils.augment import PAPER_ADAPTER, Augmentation, augment_batch
-from olas_utils.fingerprint import legacy_json, seed_from, sha256_chunks, sha256_tree
+from olas_utils.fingerprint import legacy_json, seed_from, sha256_chunks
+from olas_utils.toa.checkpoints import (
+    CHECKPOINT_HASH,
+    CheckpointMismatchError,
+    checkpoint_intact,
+    read_checkpoint,
+    write_checkpoint,
+)
 from olas_utils.toa.features import Example
 from olas_utils.toa.heads import TOAModel
 
@@ -208,46 +215,6 @@ class Selection:
     def __post_init__(self) -> None:
         if self.patience < 1 or self.min_epochs < 1:
             raise ValueError(f"patience and min_epochs must be >= 1, got {self.patience}, {self.min_epochs}")
-
-
-class CheckpointMismatchError(ValueError):
-    """A checkpoint exists at the path but was written for other settings or data."""
-
-
-#: Key of a training checkpoint under which it records the SHA-256 of the rest of its content
-#: (:func:`olas_utils.fingerprint.sha256_tree`).
-CHECKPOINT_HASH = "content_sha256"
-
-
-def checkpoint_intact(state) -> bool:
-    """Whether a loaded training checkpoint holds what was written: its recorded
-    :data:`CHECKPOINT_HASH` equals the SHA-256 of the rest of its content (False for a damaged
-    checkpoint, one without a recorded hash, or anything that is not a checkpoint dict)."""
-    if not isinstance(state, dict) or not isinstance(state.get(CHECKPOINT_HASH), str):
-        return False
-    try:
-        actual = sha256_tree({k: v for k, v in state.items() if k != CHECKPOINT_HASH})
-    except Exception:  # noqa: BLE001 - content that cannot even be hashed is damaged
-        return False
-    return actual == state[CHECKPOINT_HASH]
-
-
-def _set_aside(path: Path, why: str) -> None:
-    """Rename a damaged checkpoint to ``<name>.bad`` (kept for inspection) and warn that the run
-    is trained again."""
-    import warnings
-
-    bad = path.with_name(path.name + ".bad")
-    try:
-        os.replace(path, bad)
-        where = f"set aside as {bad}"
-    except OSError as e:
-        where = f"could not be set aside ({e.strerror or e}); it will be overwritten"
-    warnings.warn(
-        f"training checkpoint {path} {why}: it is not resumed; {where}, and the run is trained again from the start",
-        UserWarning,
-        stacklevel=3,
-    )
 
 
 def size_batches(
@@ -419,25 +386,7 @@ def train_model(
     stopped = False
     path = Path(checkpoint) if checkpoint is not None else None
     resumed = 0
-    state = None
-    if path is not None and path.exists():
-        try:
-            state = torch.load(path, weights_only=False, map_location="cpu")
-        except Exception as e:  # noqa: BLE001 - a truncated file is reported, not reused
-            raise CheckpointMismatchError(f"{path} is not a readable checkpoint ({e}); delete it to start over") from e
-        if not isinstance(state, dict) or state.get("key") != key:
-            raise CheckpointMismatchError(
-                f"{path} was written for another training run (other data, settings or model size); "
-                "delete it or pass another checkpoint path"
-            )
-        if not checkpoint_intact(state):
-            why = (
-                "records no content hash (written before OLAS recorded checkpoint hashes), so it cannot be checked"
-                if CHECKPOINT_HASH not in state
-                else "is damaged: its content differs from the SHA-256 it recorded when written"
-            )
-            _set_aside(path, why)
-            state = None
+    state = read_checkpoint(path, key) if path is not None else None  # None: none, or damaged and set aside
     if state is not None:  # a checkpoint of this run, intact
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
@@ -454,19 +403,21 @@ def train_model(
     bar = tqdm(total=total, initial=step, desc=desc, disable=not progress, unit="step", leave=False)
 
     def save(done: bool) -> None:
-        content = {
-            "key": key,
-            "model": model.state_dict(),
-            "optimizer": opt.state_dict(),
-            "scheduler": sched.state_dict(),
-            "step": step,
-            "losses_sum": losses_sum,
-            "curve": curve,
-            "best": best,
-            "stopped": stopped,
-            "done": done,
-        }
-        save_atomic({**content, CHECKPOINT_HASH: sha256_tree(content)}, path, what="training checkpoint")
+        write_checkpoint(
+            {
+                "key": key,
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(),
+                "step": step,
+                "losses_sum": losses_sum,
+                "curve": curve,
+                "best": best,
+                "stopped": stopped,
+                "done": done,
+            },
+            path,
+        )
 
     model.train()
     try:

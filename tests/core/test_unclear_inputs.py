@@ -98,8 +98,6 @@ def test_a_training_job_without_cfg_is_named_before_any_training():
 
     with pytest.raises(ValueError, match=r"job 'a' lacks cfg: a job holds fit_adapter's keyword arguments"):
         fit_many({"a": {"examples": [], "data": None, "adapter": None}}, workers=1, progress=False)
-    with pytest.raises(ValueError, match=r"has arguments fit_adapter does not take \(epochs\)"):
-        fit_many({"a": {"examples": [], "data": None, "adapter": None, "cfg": None, "epochs": 3}}, workers=1)
 
 
 def test_saving_maps_under_a_parent_that_is_a_file_says_so(tmp_path):
