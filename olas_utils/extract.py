@@ -6,8 +6,10 @@
     from olas_utils.extract import extract_ola
 
     lm = load_model("minilm-l6")
-    res = extract_ola(lm.model, lm.tokenizer, [["The", "cat", "sat", "."]], orders=(1, 2, 3))
+    res = extract_ola(lm, ["The cat sat.", ["A", "dog", "barked", "."]], orders=(1, 2, 3))
     res["ola:2"][0]         # (T, T) tensor of sentence 0 (subword level, special tokens included)
+    res.plot("ola:2", sentence=0)           # a matplotlib figure
+    maps, mask = res.to_numpy("ola:2")     # (B, T_max, T_max) padded array and its mask
 
 Stable names of what can be extracted (keys of :class:`OLAMaps`; parsed and formatted by
 :class:`olas_utils.vocabulary.MapKey`):
@@ -66,6 +68,7 @@ from olas_utils.architecture import (
     check_tokenizer as check_tokenizer_fits,
 )
 from olas_utils.capture import AttentionCapture
+from olas_utils.inputs import resolve_inputs
 from olas_utils.maps import OLAMaps
 from olas_utils.ola import OrderAccumulator, check_orders
 from olas_utils.uniform import uniform_attention, uniform_reference
@@ -187,11 +190,25 @@ def _causality_mismatch(model: torch.nn.Module, causal: bool) -> None:
     )
 
 
+def _refuse_mixing(model, capture_mixing: list[str], mixing: list[str]) -> None:
+    """Refuse the mixing keys the model cannot give, naming those alone and the ones it can."""
+    from olas_utils.mixing_specs import mixing_problem
+
+    why = {k: mixing_problem(model, [MapKey.parse(k).method]) for k in capture_mixing}
+    bad = {k: w for k, w in why.items() if w is not None}
+    if bad:
+        ok = tuple(k for k in mixing if k not in bad)
+        raise ValueError(
+            f"{type(model).__name__} cannot give the mixing key(s) {list(bad)}: {'; '.join(dict.fromkeys(bad.values()))}. "
+            + (f"The others can be extracted from it: mixing={ok}" if ok else "Leave them out for this model")
+        )
+
+
 @torch.no_grad()
 def extract_ola(
-    model: torch.nn.Module,
-    tokenizer,
-    sentences: Sequence[Sequence[str]],
+    model,
+    tokenizer=None,
+    sentences: Sequence[Sequence[str] | str] | None = None,
     *,
     orders: Iterable[int] = (1, 2, 3),
     rollout: bool = True,
@@ -202,7 +219,7 @@ def extract_ola(
     progress: bool = True,
     model_name: str | None = None,
     truncation: str = "error",
-    attention: str = "model",
+    attention: str | None = None,
     pooling: str | None = None,
     check_tokenizer: bool = True,
     mixing: Iterable[str] = (),
@@ -217,9 +234,13 @@ def extract_ola(
 
     Args:
         model: encoder-only or decoder-only Hugging Face model (eval mode). Its parameters'
-            device is used unless ``device`` is given (then the model is moved there).
-        tokenizer: its fast tokenizer.
-        sentences: B sentences, each a list of words.
+            device is used unless ``device`` is given (then the model is moved there). Or a
+            :class:`~olas_utils.zoo.LoadedModel`, called as ``extract_ola(lm, sentences)``: its
+            model and tokenizer, its name as ``model_name`` and its ``attention`` by default.
+        tokenizer: its fast tokenizer (none with a ``LoadedModel``).
+        sentences: B sentences, each a list of words or a raw string, split into words at
+            whitespace (:func:`olas_utils.inputs.split_words`: ``"The cat sat."`` gives the
+            words ``The``, ``cat``, ``sat.``; the tokenizer sees the text with single spaces).
         orders: OLA orders, each in ``0..N``.
         rollout: also extract attention rollout (``"rollout"``).
         layers: 0-based layer indices to keep as baselines (``"layer:i"``; -1 = last).
@@ -237,7 +258,7 @@ def extract_ola(
             tokens removed — the result's ``words`` and maps are those of the cut sentence,
             identical to extracting the cut word list directly (see
             :func:`~olas_utils.align.tokenize_words`).
-        attention: ``"model"`` (default) or ``"uniform"``: every layer's attention replaced
+        attention: ``"model"`` (None, the default, means it, or a ``LoadedModel``'s own) or ``"uniform"``: every layer's attention replaced
             by uniform attention over the visible tokens (:mod:`olas_utils.uniform`), no
             forward pass — the tokenizer-only control (the model still gives the number
             of layers, causality and maximum length).
@@ -298,6 +319,9 @@ def extract_ola(
         ValueError: ``mixing`` with ``attention="uniform"``, a key in ``mixing`` that is not a
             mixing key, or mixing keys the model cannot give (naming what is missing).
     """
+    model, tokenizer, sentences, lm_name, lm_attention = resolve_inputs(model, tokenizer, sentences)
+    model_name = model_name or lm_name
+    attention = attention or lm_attention or "model"
     mixing = _mixing_keys(mixing)
     if mixing and attention == "uniform":
         raise ValueError(
@@ -336,6 +360,7 @@ def extract_ola(
     layer_idx = [parse_key(MapKey.layer(i), n_layers)[1] % n_layers for i in layers]
     for key in mixing:
         parse_key(key, n_layers)
+    _refuse_mixing(model, capture_mixing, mixing)
     kept = sorted(set(layer_idx) | (set(range(n_layers)) if flow else set()))
     if device is not None:
         from olas_utils.settings import resolve_device

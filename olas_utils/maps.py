@@ -1,7 +1,9 @@
 """The result of an extraction: :class:`OLAMaps`, OLA maps of a list of sentences with
 their tokens, words, word ids and provenance; pooling to word level
 (:meth:`OLAMaps.to_words`, neutral by default) and saving/loading, with a content hash
-checked on load (:meth:`OLAMaps.content_sha256`, :class:`MapsIntegrityError`).
+checked on load (:meth:`OLAMaps.content_sha256`, :class:`MapsIntegrityError`); a padded
+array view (:meth:`OLAMaps.to_numpy`, :meth:`OLAMaps.save_npz`) and heatmaps
+(:meth:`OLAMaps.plot`).
 
 Importing this module does no work.
 """
@@ -103,6 +105,116 @@ class OLAMaps:
     def keys(self) -> list[str]:
         """Names of the extracted maps."""
         return list(self.maps)
+
+    def __repr__(self) -> str:
+        sizes = [len(self.labels(i)) for i in range(len(self))]
+        span = f"{min(sizes)}-{max(sizes)}" if sizes else "0"
+        unit = "words" if self.level == "word" else "tokens"
+        return (
+            f"OLAMaps({self.model_name!r}, {len(self)} sentences of {span} {unit}, level={self.level!r}, "
+            f"keys={self.keys()}, causal={self.is_causal}, attention={self.attention!r})"
+        )
+
+    def to_numpy(self, key: str):
+        """One map of every sentence as a zero-padded array, with its mask.
+
+        Returns:
+            ``(values, mask)``: ``values`` a float32 ``(B, L, L)`` array, sentence i's map in
+            ``values[i, :n_i, :n_i]`` (n_i its tokens, special tokens included, at subword level,
+            its words at word level; L the longest) and 0 elsewhere; ``mask`` a bool ``(B, L)``
+            array, True on sentence i's first n_i positions (a pair is real where
+            ``mask[:, :, None] & mask[:, None, :]``).
+
+        Raises:
+            KeyError: if ``key`` was not extracted (the message lists those that were).
+        """
+        import numpy as np
+
+        per = self[key]
+        n = max((m.shape[-1] for m in per), default=0)
+        values = np.zeros((len(per), n, n), dtype=np.float32)
+        mask = np.zeros((len(per), n), dtype=bool)
+        for i, m in enumerate(per):
+            k = m.shape[-1]
+            values[i, :k, :k] = m.detach().float().cpu().numpy()
+            mask[i, :k] = True
+        return values, mask
+
+    def save_npz(self, path: str | Path) -> Path:
+        """Write every map as a NumPy ``.npz`` archive, for tools that do not read PyTorch files
+        (``numpy.load(path)``, no pickle). It holds, for each key (``"ola:2"``), the padded
+        ``(B, L, L)`` float32 array of :meth:`to_numpy`; ``"mask"`` ``(B, L)`` bool; ``"labels"``
+        ``(B, L)`` str (words or tokens, ``""`` on padding); and ``"model_name"``, ``"level"``
+        as 0-d str arrays. Written atomically (folders created); :meth:`save` stays the file
+        :meth:`load` reads back.
+
+        Returns:
+            ``path`` as a ``Path``.
+
+        Raises:
+            ValueError: a key named ``mask``, ``labels``, ``model_name`` or ``level``.
+        """
+        import numpy as np
+
+        from olas_utils.atomic import write_atomic
+
+        arrays: dict = {}
+        for key in self.maps:
+            if key in ("mask", "labels", "model_name", "level"):
+                raise ValueError(f"cannot write a map named {key!r} to .npz: the name is taken")
+            arrays[key], mask = self.to_numpy(key)
+        lengths = [len(self.labels(i)) for i in range(len(self))]
+        labels = np.full((len(self), max(lengths, default=0)), "", dtype=object)
+        for i, n in enumerate(lengths):
+            labels[i, :n] = self.labels(i)
+        arrays.update(
+            mask=np.arange(labels.shape[1])[None, :] < np.array(lengths, dtype=int)[:, None],
+            labels=labels.astype(str),
+            model_name=np.array(self.model_name),
+            level=np.array(self.level),
+        )
+        return write_atomic(Path(path), lambda fh: np.savez(fh, **arrays), what="OLA maps .npz file")
+
+    def plot(self, key: str, sentence: int | Iterable[int] = 0, *, shared_scale: bool = False, cmap: str = "viridis"):
+        """Heatmaps of one map for one or more sentences (query on the y axis, key on the x
+        axis, labelled with :meth:`labels`), one panel each, side by side.
+
+        Args:
+            key: the map name (``"ola:2"``).
+            sentence: a sentence index or several.
+            shared_scale: one colour scale, from the smallest to the largest value of all the
+                panels, so panels compare by eye; False: each panel on its own range.
+            cmap: matplotlib colour map.
+
+        Returns:
+            A ``matplotlib.figure.Figure`` (not shown or saved; a notebook displays it).
+
+        Raises:
+            KeyError: if ``key`` was not extracted; IndexError: a sentence index out of range.
+        """
+        from matplotlib.figure import Figure
+
+        idx = [sentence] if isinstance(sentence, int) else list(sentence)
+        mats = []
+        for i in idx:
+            if not -len(self) <= i < len(self):
+                raise IndexError(f"sentence {i} out of range: these maps hold {len(self)} sentences")
+            mats.append(self[key][i].detach().float().cpu().numpy())
+        lo = min(float(m.min()) for m in mats) if shared_scale else None
+        hi = max(float(m.max()) for m in mats) if shared_scale else None
+        fig = Figure(figsize=(4.2 * len(mats) + 0.8, 4.2), layout="constrained")
+        axes = fig.subplots(1, len(mats), squeeze=False)[0]
+        for ax, i, m in zip(axes, idx, mats):
+            im = ax.imshow(m, cmap=cmap, vmin=lo, vmax=hi)
+            labels = self.labels(i)
+            ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
+            ax.set_yticks(range(len(labels)), labels, fontsize=7)
+            ax.set_title(f"{self.model_name} {key} sentence {i}", fontsize=9)
+            if not shared_scale:
+                fig.colorbar(im, ax=ax, shrink=0.8)
+        if shared_scale:
+            fig.colorbar(im, ax=list(axes), shrink=0.8, label=f"{key} (shared scale)")
+        return fig
 
     def labels(self, i: int) -> list[str]:
         """Axis labels of sentence ``i``: its W_i words at word level, its T_i tokens
