@@ -281,11 +281,14 @@ class AttentionCapture:
         self.keep_mixing_layers, self.reconstruct = keep_mixing_layers, reconstruct
         self.mixing_hooks: MixingHooks | None = None
         if self.mixing_plan:
-            why = mixing_problem(model, self.mixing_plan)
-            if why is None and self.path not in ("interface", "hook"):
+            # each method on its own, so that only the ones the model lacks are named
+            bad = {m: mixing_problem(model, [m]) for m in self.mixing_plan}
+            bad = {m: why for m, why in bad.items() if why is not None}
+            if not bad and self.path not in ("interface", "hook"):
                 why = f"the {self.path!r} capture path hands out no value vectors or hidden states"
-            if why is not None:
-                raise ValueError(f"cannot extract {sorted(self.mixing_plan)}: {why}")
+                bad = dict.fromkeys(self.mixing_plan, why)
+            if bad:
+                raise ValueError(f"cannot extract {sorted(bad)}: {'; '.join(dict.fromkeys(bad.values()))}")
             self.mixing_hooks = MixingHooks(model, lambda: getattr(_ACTIVE.get(), "mixing", None))
         self._handles: list[Any] = []
         self._previous_impl: Any = None

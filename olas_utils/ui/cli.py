@@ -4,6 +4,7 @@
 
     olas models                         # the zoo: installed, prepared, hash ok
     olas extract -m minilm-l6 -i sentences.txt -o maps.pt --orders 1 2 3 --level word
+    olas extract -m minilm-l6 -i sentences.txt -o maps.pt --mixing alti valuenorm:2 --npz   # + maps.npz
     olas similarity --models minilm-l6 mpnet-base -i sentences.txt --order 1 --metric ssim
     olas similarity --models smollm2-135m qwen2.5-0.5b --dataset conll2003 --n 200 --out hits.csv
     olas reproduce --profile quick --only 01
@@ -136,11 +137,16 @@ def _cmd_extract(args) -> int:
             model_name=lm.name,
             truncation=args.truncation,
             pooling=args.pooling,
+            mixing=tuple(args.mixing),
         )
     except (ValueError, TypeError) as e:
         raise _with_lines(e, sentences) from None
     out = res.save(args.output)
     print(f"wrote {len(res)} sentences × {len(res.keys())} maps ({', '.join(res.keys())}) to {out}")
+    if args.npz:
+        print(
+            f"wrote the same maps, padded, with their mask and labels to {res.save_npz(Path(out).with_suffix('.npz'))}"
+        )
     return 0
 
 
@@ -390,6 +396,11 @@ def _check_extract(parser: argparse.ArgumentParser, args) -> None:
     if not args.model.strip():
         parser.error("-m/--model is empty; give a zoo name (see `olas models`), a model folder or a Hugging Face id")
     _check_output(parser, "-o/--output", args.output, [args.input], args.overwrite)
+    if args.npz:
+        npz = Path(args.output).with_suffix(".npz")
+        if npz == Path(args.output):
+            parser.error(f"--npz writes {npz} beside the output, which is that file; name the output .pt")
+        _check_output(parser, "--npz", str(npz), [args.input], args.overwrite)
     _check_pooling(parser, args)
     if any(k < 0 for k in args.orders):
         parser.error(f"--orders values must be >= 0, got {args.orders}")
@@ -455,6 +466,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: CUDA if available)")
     p.add_argument("--no-rollout", action="store_true", help="skip attention rollout")
+    p.add_argument(
+        "--mixing",
+        nargs="+",
+        default=[],
+        metavar="KEY",
+        help="context-mixing keys from the same forward pass: valuenorm, alti, globenc (post-LN encoders), each "
+        "also with an order (alti:2), and flow (attention flow; slow)",
+    )
+    p.add_argument(
+        "--npz",
+        action="store_true",
+        help="also write the maps beside the output as NumPy .npz (same name, .npz: one padded (B, L, L) array "
+        "per key, mask, labels; numpy.load reads it)",
+    )
     p.add_argument(
         "--truncation",
         choices=["error", "warn"],

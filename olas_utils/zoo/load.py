@@ -25,6 +25,17 @@ from olas_utils.zoo.registry import REGISTRY, ZooEntry, get_entry, zoo_names_tex
 
 __all__ = ["LoadedModel", "load_model", "weights_fingerprint"]
 
+#: Files of which a model folder must hold one to carry its own tokenizer (fast, WordPiece,
+#: BPE or SentencePiece vocabularies).
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+
 #: The zoo's one logger, named ``olas_utils.zoo`` as before the package was split.
 logger = logging.getLogger("olas_utils.zoo")
 
@@ -116,6 +127,7 @@ def load_model(
     dtype: torch.dtype = torch.float32,
     attn_implementation: str | None = "eager",
     cache_dir: str | os.PathLike | None = None,
+    tokenizer: Any = None,
 ) -> LoadedModel:
     """Load a zoo model, a local folder or a Hugging Face id, ready for attention analysis.
 
@@ -137,6 +149,9 @@ def load_model(
         attn_implementation: passed through to ``from_pretrained`` (default ``"eager"``,
             which OLAS needs for ``output_attentions=True``).
         cache_dir: OLAS cache for zoo models (see :func:`prepare`).
+        tokenizer: None (default: the tokenizer files beside the weights), a tokenizer
+            object, or a folder / Hugging Face id to load one from (``AutoTokenizer``), for a
+            model folder that holds weights only.
 
     Returns:
         A :class:`LoadedModel` with the model in eval mode on ``device``.
@@ -144,7 +159,9 @@ def load_model(
     Raises:
         UnknownModelError: if the name is not a zoo name, not an existing folder, and could
             not be loaded as a Hugging Face id; the message lists the zoo names.
-        FileNotFoundError: if a path-like name (``./x``, ``/x``, ``~/x``) does not exist.
+        FileNotFoundError: if a path-like name (``./x``, ``/x``, ``~/x``) does not exist, or a
+            model folder has no tokenizer files (:data:`TOKENIZER_FILES`) and no ``tokenizer=``
+            is given (else ``transformers`` would build an empty tokenizer of a few special tokens).
         ValueError: for encoder-decoder models.
         ModelNotInstalledError, HashMismatchError: from :func:`prepare` for zoo models.
         DamagedFolderError: a prepared folder's file is missing or changed (names it and the fix).
@@ -173,6 +190,12 @@ def load_model(
                 f"{zoo_names_text()}."
             )
         source, display = str(folder), folder.name
+        if tokenizer is None and not any((folder / f).is_file() for f in TOKENIZER_FILES):
+            raise FileNotFoundError(
+                f"model folder {folder}: this folder has no tokenizer files: pass `tokenizer=` (a tokenizer, or the "
+                f"folder or Hugging Face id of the model's tokenizer) to load_model, or copy the tokenizer files "
+                f"({', '.join(TOKENIZER_FILES[:3])}, ...) into it"
+            )
         marker = read_marker(folder)
         if marker is not None:
             verify_folder(folder, full=False)
@@ -213,7 +236,7 @@ def load_model(
         raise
     model.eval()
     model.to(dev)
-    tokenizer = _load_tokenizer(source)
+    tokenizer = _load_tokenizer(source if tokenizer is None else tokenizer)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -288,10 +311,10 @@ def _lacks_pooler(source: str, config) -> bool:
         return not any(k.endswith("pooler.dense.weight") for k in fh.keys())
 
 
-def _load_tokenizer(source: str):
+def _load_tokenizer(source):
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(source)
+    tok = AutoTokenizer.from_pretrained(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else source
     if getattr(tok, "pad_token", None) is None and getattr(tok, "eos_token", None) is not None:
         tok.pad_token = tok.eos_token
     return tok

@@ -70,3 +70,48 @@ def test_extract_truncation_option(tmp_path, capsys):
     maps = OLAMaps.load(out)
     assert maps.words[0] == ["Short", "one", "."] and maps.words[1] == words[: len(maps.words[1])]
     assert 400 < len(maps.words[1]) < 700 and len(maps.tokens[1]) <= 512
+
+
+@pytest.mark.real_model
+def test_extract_mixing_keys_and_npz_beside_pt(tmp_path):
+    import numpy as np
+
+    f = tmp_path / "s.txt"
+    f.write_text("The cat sat on the mat .\nHello world\n", encoding="utf-8")
+    out = tmp_path / "maps.pt"
+    r = run(
+        "extract",
+        "-m",
+        "minilm-l6",
+        "-i",
+        str(f),
+        "-o",
+        str(out),
+        "--orders",
+        "1",
+        "--mixing",
+        "alti",
+        "valuenorm:2",
+        "--npz",
+        "-q",
+    )
+    assert r.returncode == 0, r.stderr
+    maps = OLAMaps.load(out)
+    assert maps.keys() == ["ola:1", "rollout", "layer:0", "layer:-1", "alti", "valuenorm:2"]
+    alti = maps["alti"][0]
+    assert torch.allclose(alti.sum(-1), torch.ones(len(alti)), atol=1e-4)  # row-stochastic contributions
+    with np.load(tmp_path / "maps.npz", allow_pickle=False) as z:
+        assert set(maps.keys()) <= set(z.files)
+        for key in maps.keys():
+            for i, m in enumerate(maps[key]):
+                n = m.shape[-1]
+                np.testing.assert_array_equal(z[key][i, :n, :n], m.numpy())
+                assert not z[key][i, n:].any() and not z[key][i, :, n:].any()
+        assert z["mask"].sum(1).tolist() == [len(t) for t in maps.tokens]
+        assert z["labels"][1, : len(maps.tokens[1])].tolist() == maps.tokens[1]
+    assert "maps.npz" in r.stdout
+    # an existing .npz is not overwritten without --overwrite (exit 2, before any model is loaded)
+    run("extract", "-m", "minilm-l6", "-i", str(f), "-o", str(tmp_path / "y.pt"), "--orders", "1", "--npz", "-q")
+    (tmp_path / "y.pt").unlink()
+    r2 = run("extract", "-m", "minilm-l6", "-i", str(f), "-o", str(tmp_path / "y.pt"), "--npz", "-q")
+    assert r2.returncode == 2 and "y.npz already exists" in r2.stderr
