@@ -56,6 +56,7 @@ __all__ = [
     "ratio",
     "verdicts",
     "verdict_counts",
+    "against_every_control",
 ]
 
 #: Coverage of every reported interval (two-sided).
@@ -294,7 +295,10 @@ def verdicts(margins: Sequence[Interval | None], *, alpha: float = ALPHA) -> lis
     out: list[str | None] = [None] * len(margins)
     if not idx:
         return out
-    reject = multipletests([margins[i].p_value for i in idx], alpha=alpha, method="holm")[0]
+    ps = [margins[i].p_value for i in idx]
+    if not np.isfinite(ps).all():
+        raise ValueError("a cell's p-value is NaN: no verdict from it (its margin has no bootstrap values)")
+    reject = multipletests(ps, alpha=alpha, method="holm")[0]
     for i, r in zip(idx, reject):
         m = margins[i]
         out[i] = (BEATS if m.estimate > 0 else LOSES) if r and m.estimate != 0 else INDISTINGUISHABLE
@@ -467,3 +471,42 @@ def margin_of(
         n_resamples=n_resamples,
         seed=seed,
     )
+
+
+def against_every_control(estimates: Sequence[float], p_values: Sequence[float]) -> tuple[float, int]:
+    """One cell's p-value when OLA is set against *every* control, none chosen on the test items.
+
+    "Beats every control" is an intersection of one-sided claims: it holds at level α when each
+    margin is positive and each test rejects at α, so its p-value is the largest of the
+    controls' p-values (the intersection-union test, Berger 1982, *Technometrics* 24(4), no
+    correction needed). "Loses to some control" is a union: the smallest p-value of the
+    negative margins, Bonferroni-multiplied by the number of controls.
+
+    Args:
+        estimates: each control's margin (OLA − control).
+        p_values: each margin's two-sided p-value, same order.
+
+    Returns:
+        ``(p, index)``: the cell's p-value for :func:`verdicts` and the control that decides
+        it: when every margin is positive the one with the largest p-value (ties: the smallest
+        margin, the hardest to beat); else the negative margin with the smallest p-value (ties:
+        the most negative); with a zero margin and none negative, the first zero. Read its sign from
+        ``estimates[index]``.
+
+    Raises:
+        ValueError: no control, lengths that differ, NaN estimates or p-values.
+    """
+    e = np.asarray(estimates, dtype=np.float64)
+    p = np.asarray(p_values, dtype=np.float64)
+    if e.ndim != 1 or e.size == 0 or e.shape != p.shape:
+        raise ValueError(f"give one estimate and one p-value per control, got {e.shape} and {p.shape}")
+    if not (np.isfinite(e).all() and np.isfinite(p).all()):
+        raise ValueError("a control's margin or p-value is NaN: no verdict from it; drop that control or fix its items")
+    if (e > 0).all():
+        i = int(np.lexsort((e, -p))[0])  # the largest p; among equal p the smallest margin
+        return float(p[i]), i
+    neg = np.flatnonzero(e < 0)
+    if neg.size == 0:
+        return 1.0, int(np.flatnonzero(e == 0)[0])
+    i = int(neg[np.lexsort((e[neg], p[neg]))[0]])  # the smallest p; among equal p the most negative margin
+    return float(min(1.0, p[i] * e.size)), i

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from olas_utils.across_models import NOT_TESTABLE
 from olas_utils.studies import crosslm_stats
 from olas_utils.studies.crosslm import ImageSet
 from olas_utils.studies.wording import VERDICT_SAYS, pct, percent_ci, points_ci, verdict_counts
@@ -209,7 +210,7 @@ def interval_figure(verdict: pd.DataFrame, *, title: str | None = None):
 
     Args:
         verdict: :func:`verdict_frame` or
-            :func:`olas_utils.studies.crosslm_stats.classifier_verdict_frame`.
+            :func:`olas_utils.studies.classifier_stats.classifier_verdict_frame`.
         title: the figure's title (default: what the bars are).
 
     Returns:
@@ -322,8 +323,13 @@ def distinct_cells(verdict: pd.DataFrame) -> pd.DataFrame:
 def _retrieval_verdict_lines(verdict: pd.DataFrame) -> list[str]:
     lines = [
         f"**Does OLA similarity beat its controls?** (`02_verdict`: SSIM Hit@1, the mean over a family's ordered "
-        f"model pairs, with {int(100 * CONFIDENCE)} % intervals over pairs and chunks; the margin over the strongest "
-        f"control — by point estimate — is paired; verdicts Holm-corrected over the table's {len(verdict)} cells)"
+        f"model pairs, with {int(100 * CONFIDENCE)} % intervals over pairs and chunks; OLA is set against every "
+        f"control at once — it beats them only if it beats each, and the control named is the one that decides — "
+        f"paired; verdicts Holm-corrected over the table's {len(verdict)} cells). Two readings "
+        "([docs/method.md](../docs/method.md#two-readings)): `verdict` is *conditional* (these models: items "
+        "resampled); `across_verdict` treats the *model* as the unit (exact sign-flip tests over targets, sources "
+        "and model pairs, combined with the item test) and reads `not testable` where the family has fewer than 6 "
+        "models — an exact test over n models cannot go below 2/2ⁿ."
     ]
     distinct = distinct_cells(verdict)
     dup = verdict[verdict.get("same_trained_as", pd.Series("", index=verdict.index)).fillna("") != ""]
@@ -350,13 +356,28 @@ def _retrieval_verdict_lines(verdict: pd.DataFrame) -> list[str]:
             f"- {v['protocol']}, {v['family']}{same}: OLA {percent_ci(v['ola_hit@1'], v['ola_low'], v['ola_high'])} vs "
             f"{control_name(v['strongest_control'])} {percent_ci(v['control_hit@1'], v['control_low'], v['control_high'])}; "
             f"margin {points_ci(v['margin'], v['margin_low'], v['margin_high'])} over {int(v['pairs'])} pairs × "
-            f"{int(v['chunks'])} chunks — {VERDICT_SAYS.get(v['verdict'], v['verdict'])}."
+            f"{int(v['chunks'])} chunks — {VERDICT_SAYS.get(v['verdict'], v['verdict'])} on these models"
+            + (_across_words(v) if "across_verdict" in v else "")
+            + "."
         )
     per = distinct.groupby(["protocol", "family"], sort=False)["verdict"]
     lines.append(
         "- Over every key (distinct cells): " + "; ".join(f"{p}/{f}: {verdict_counts(g)}" for (p, f), g in per) + "."
     )
     return lines
+
+
+def _across_words(v) -> str:
+    """``"; across models: not testable with 3 models (holds on 3 of 3: ...)"``: a verdict row's
+    across-models reading in words."""
+    n, k = int(v["models"]), int(v["models_positive"])
+    said = (
+        f"no model-level test at 5 % is possible with {n}"
+        if v["across_verdict"] == NOT_TESTABLE
+        else f"**{v['across_verdict']}** (p = {v['across_p']:.3f}, t interval over the {n} targets "
+        f"[{100 * v['across_low']:+.1f}, {100 * v['across_high']:+.1f}] points)"
+    )
+    return f"; across models: {said} — positive for {k} of {n} targets ({v['per_model_margins']} points)"
 
 
 _GAP_SAYS = {
@@ -544,8 +565,8 @@ def comparison_markdown(
     Args:
         summary: :func:`olas_utils.studies.crosslm_stats.retrieval_summary`.
         verdict: :func:`verdict_frame`.
-        classifier: :func:`olas_utils.studies.crosslm_stats.classifier_summary` (optional).
-        classifier_verdict: :func:`olas_utils.studies.crosslm_stats.classifier_verdict_frame`.
+        classifier: :func:`olas_utils.studies.classifier_stats.classifier_summary` (optional).
+        classifier_verdict: :func:`olas_utils.studies.classifier_stats.classifier_verdict_frame`.
         n_chunks: the corpus size; chunk_words: words per chunk (the paper's 50).
         models: the run's models (named in the closing caveats).
         corpus: the corpus' name.

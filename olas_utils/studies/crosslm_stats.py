@@ -20,12 +20,14 @@ resampled (``docs/method.md#uncertainty``):
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from olas_utils.uncertainty import Interval, interval, margin, margin_of, ratio, verdicts
+from olas_utils.across_models import ModelReading, across_verdicts, pair_reading
+from olas_utils.uncertainty import Interval, against_every_control, interval, margin, margin_of, ratio, verdicts
 from olas_utils.vocabulary import Control
 
 __all__ = [
@@ -33,12 +35,16 @@ __all__ = [
     "retrieval_frame",
     "retrieval_summary",
     "verdict_frame",
-    "classifier_summary",
-    "classifier_verdict_frame",
     "with_lineage",
     "lineage_verdict_frame",
     "lineage_gap_frame",
     "key_margin_frame",
+    "groups",
+    "estimate_columns",
+    "across_columns",
+    "insert_verdicts",
+    "every_control",
+    "verdict_cells",
 ]
 
 #: The ``lineage`` column of :func:`with_lineage`: the two models' weights descend from one
@@ -47,10 +53,9 @@ WITHIN, ACROSS = "within", "across"
 
 _TRAINED = Control.TRAINED.ident
 _RETRIEVAL_GROUP = ["protocol", "family", "control", "key", "metric"]
-_CLASSIFIER_GROUP = ["family", "control", "target", "key", "protocol"]
 
 
-def _groups(df: pd.DataFrame, by: Sequence[str]):
+def groups(df: pd.DataFrame, by: Sequence[str]):
     """``groupby`` in order of first appearance, only the combinations present."""
     return df.groupby(list(by), sort=False, observed=True)
 
@@ -131,7 +136,7 @@ def retrieval_frame(items: pd.DataFrame, ks: Sequence[int] = (1, 5)) -> pd.DataF
     ivs = _PairIntervals()
     rows = []
     by = ["family", "control", "protocol", "key", "metric", "target", "source"]
-    for names, g in _groups(items, by):
+    for names, g in groups(items, by):
         ranks = g.sort_values("chunk")["rank"].to_numpy()
         row = dict(zip(by, names), n=len(ranks))
         for k in ks:
@@ -158,7 +163,7 @@ def retrieval_summary(items: pd.DataFrame, ks: Sequence[int] = (1, 5)) -> pd.Dat
         ``hit@k min``, ``hit@k max`` (over pairs), and ``chance@1`` (``1/n``).
     """
     rows = []
-    for names, g in _groups(items, _RETRIEVAL_GROUP):
+    for names, g in groups(items, _RETRIEVAL_GROUP):
         row = dict(zip(_RETRIEVAL_GROUP, names))
         for k in ks:
             hits, labels, _ = outcome_array(g, k=k)
@@ -176,52 +181,99 @@ def retrieval_summary(items: pd.DataFrame, ks: Sequence[int] = (1, 5)) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def _align(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray]:
+def _align(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray, list[tuple]]:
     """Two outcome arrays ``(hits, labels, _)`` restricted to their common units, in ``a``'s
-    order (a control lacking a model's images has fewer pairs)."""
+    order (a control lacking a model's images has fewer pairs), and those units' labels."""
     common = [u for u in a[1] if u in set(b[1])]
     ia = [a[1].index(u) for u in common]
     ib = [b[1].index(u) for u in common]
-    return a[0][ia], b[0][ib]
+    return a[0][ia], b[0][ib], common
 
 
-def _estimate_columns(prefix: str, iv, name: str | None = None) -> dict:
+def estimate_columns(prefix: str, iv, name: str | None = None) -> dict:
     """``{name: estimate, "<prefix>_low": low, "<prefix>_high": high}`` (``name`` defaults to ``prefix``)
     of an interval or margin, in that column order."""
     return {name or prefix: iv.estimate, f"{prefix}_low": iv.low, f"{prefix}_high": iv.high}
 
 
-def _verdict_cells(cells: list[dict], label: str) -> pd.DataFrame:
+def across_columns(reading: ModelReading | None) -> dict:
+    """The across-models columns of a verdict row (NaN / empty without a reading)."""
+    if reading is None:
+        return {}
+    return {
+        "models": reading.n_models,
+        "models_positive": reading.positive,
+        "per_model_margins": reading.per_model_text(),
+        "across_low": reading.low,
+        "across_high": reading.high,
+        "across_p": reading.p_value,
+    }
+
+
+def insert_verdicts(out: pd.DataFrame, margins: list, readings: list | None) -> pd.DataFrame:
+    """``verdict`` (conditional) after ``p`` and ``across_verdict`` after ``across_p``, each
+    Holm-corrected over the table's cells, with ``holm_cells``."""
+    if not len(out):
+        return out
+    out.insert(out.columns.get_loc("p") + 1, "verdict", verdicts(margins))
+    out.insert(out.columns.get_loc("verdict") + 1, "holm_cells", len(margins))
+    if readings is not None and "across_p" in out:
+        out.insert(out.columns.get_loc("across_p") + 1, "across_verdict", across_verdicts(readings))
+    return out
+
+
+def every_control(per: dict) -> tuple[str, Interval, ModelReading | None]:
+    """The control that decides a cell when OLA is set against every control
+    (:func:`olas_utils.uncertainty.against_every_control`), the cell's conditional margin (its
+    p-value replaced by the combined one) and across-models reading (likewise; None without)."""
+    names = list(per)
+    ms = [per[n]["margin"] for n in names]
+    p, i = against_every_control([m.estimate for m in ms], [m.p_value for m in ms])
+    m = dataclasses.replace(ms[i], p_value=p)
+    rs = [per[n]["reading"] for n in names]
+    if any(r is None for r in rs):
+        return names[i], m, None
+    r = rs[i]
+    if r.testable:
+        pr, _ = against_every_control([x.estimate for x in rs], [x.p_value for x in rs])
+        r = dataclasses.replace(r, p_value=pr)
+    return names[i], m, r
+
+
+def verdict_cells(cells: list[dict], label: str, *, across: bool) -> pd.DataFrame:
     """Rows of a verdict table from ``cells`` (``meta``: the row's key columns, ``trained``:
-    an outcome array, ``controls``: ``{name: outcome array}``), Holm over all of them."""
-    rows, margins = [], []
+    an outcome array, ``controls``: ``{name: outcome array}``), OLA set against every control
+    (no control chosen on the test items), Holm over all cells; with ``across`` (outcome
+    units are ordered ``(target, source)`` pairs) the across-models reading beside it."""
+    rows, margins, readings = [], [], []
     for c in cells:
         t = c["trained"]
-        best_name, best = None, None
+        per = {}
         for name, arr in c["controls"].items():
-            mine, theirs = _align(t, arr)
-            if best is None or theirs.mean() > best[1].mean():
-                best_name, best = name, (mine, theirs)
-        mine, theirs = best
-        ola, ctrl, m = interval(mine), interval(theirs), margin(mine, theirs)
+            mine, theirs, labels = _align(t, arr)
+            m = margin(mine, theirs)
+            r = pair_reading(labels, (mine - theirs).mean(axis=1), p_items=m.p_value) if across else None
+            per[name] = {"mine": mine, "theirs": theirs, "margin": m, "reading": r}
+        name, m, r = every_control(per)
+        mine, theirs = per[name]["mine"], per[name]["theirs"]
+        ola, ctrl = interval(mine), interval(theirs)
         margins.append(m)
+        readings.append(r)
         rows.append(
             {
                 **c["meta"],
-                **_estimate_columns("ola", ola, f"ola_{label}"),
-                "strongest_control": best_name,
-                **_estimate_columns("control", ctrl, f"control_{label}"),
-                **_estimate_columns("margin", m),
+                **estimate_columns("ola", ola, f"ola_{label}"),
+                "strongest_control": name,
+                "controls_tested": len(per),
+                **estimate_columns("control", ctrl, f"control_{label}"),
+                **estimate_columns("margin", m),
                 "p": m.p_value,
+                **across_columns(r),
                 **c.get("extra", {}),
                 **dict(zip(c["units"], mine.shape)),
             }
         )
-    out = pd.DataFrame(rows)
-    if len(out):
-        out.insert(out.columns.get_loc("p") + 1, "verdict", verdicts(margins))
-        out.insert(out.columns.get_loc("verdict") + 1, "holm_cells", len(margins))
-    return out
+    return insert_verdicts(pd.DataFrame(rows), margins, readings if across else None)
 
 
 def with_lineage(items: pd.DataFrame) -> pd.DataFrame:
@@ -263,8 +315,8 @@ def lineage_verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.Da
     s = with_lineage(items[items["metric"] == metric])
     cells = []
     by = ["protocol", "family", "key", "lineage"]
-    for names, g in _groups(s, by):
-        systems = {c: outcome_array(gc) for c, gc in _groups(g, ["control"])}
+    for names, g in groups(s, by):
+        systems = {c: outcome_array(gc) for c, gc in groups(g, ["control"])}
         systems = {(c[0] if isinstance(c, tuple) else c): v for c, v in systems.items()}
         if _TRAINED not in systems or len(systems) < 2:
             continue
@@ -279,7 +331,7 @@ def lineage_verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.Da
                 "units": ["pairs", "chunks"],
             }
         )
-    return _verdict_cells(cells, "hit@1")
+    return verdict_cells(cells, "hit@1", across=True)
 
 
 def lineage_gap_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
@@ -302,20 +354,22 @@ def lineage_gap_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFr
     """
     s = with_lineage(items[(items["metric"] == metric) & (items["control"] == _TRAINED)])
     rows, gaps = [], []
-    for names, g in _groups(s, ["protocol", "family", "key"]):
-        groups = {lin: outcome_array(gl)[0] for lin, gl in _groups(g, ["lineage"])}
-        groups = {(k[0] if isinstance(k, tuple) else k): v for k, v in groups.items()}
-        if set(groups) != {WITHIN, ACROSS}:
+    for names, g in groups(s, ["protocol", "family", "key"]):
+        by_lineage = {lin: outcome_array(gl)[0] for lin, gl in groups(g, ["lineage"])}
+        by_lineage = {(k[0] if isinstance(k, tuple) else k): v for k, v in by_lineage.items()}
+        if set(by_lineage) != {WITHIN, ACROSS}:
             continue
-        counts = {k: np.stack([v, np.ones_like(v)], axis=-1) for k, v in groups.items()}  # (pairs, chunks, 2)
+        counts = {k: np.stack([v, np.ones_like(v)], axis=-1) for k, v in by_lineage.items()}  # (pairs, chunks, 2)
         row = dict(zip(["protocol", "family", "key"], names))
         for k in (WITHIN, ACROSS):
-            iv = interval(groups[k])
+            iv = interval(by_lineage[k])
             row.update({f"{k}_hit@1": iv.estimate, f"{k}_low": iv.low, f"{k}_high": iv.high})
-            row[f"{k}_pairs"] = groups[k].shape[0]
+            row[f"{k}_pairs"] = by_lineage[k].shape[0]
         gap = margin_of(ratio, counts[WITHIN], counts[ACROSS])
         gaps.append(gap)
-        row.update(gap=gap.estimate, gap_low=gap.low, gap_high=gap.high, p=gap.p_value, chunks=groups[WITHIN].shape[1])
+        row.update(
+            gap=gap.estimate, gap_low=gap.low, gap_high=gap.high, p=gap.p_value, chunks=by_lineage[WITHIN].shape[1]
+        )
         rows.append(row)
     out = pd.DataFrame(rows)
     if len(out):
@@ -325,9 +379,10 @@ def lineage_gap_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFr
 
 
 def verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
-    """The trained models' Hit@1 against the *strongest* control (by point estimate), per
-    protocol, family and key, with three-way verdicts Holm-corrected across the table's
-    cells (``docs/method.md#uncertainty``).
+    """The trained models' Hit@1 against every control at once (it beats only if it beats
+    each: :func:`olas_utils.uncertainty.against_every_control`), per protocol, family and key,
+    with three-way verdicts Holm-corrected across the table's cells at both readings
+    (``docs/method.md#two-readings``).
 
     Args:
         items: :func:`olas_utils.studies.crosslm.retrieval_items`.
@@ -335,21 +390,24 @@ def verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
 
     Returns:
         One row per ``(protocol, family, key)`` that has a control: ``ola_hit@1`` with
-        ``ola_low``/``ola_high`` (95 % interval over pairs and chunks), ``strongest_control``,
+        ``ola_low``/``ola_high`` (95 % interval over pairs and chunks), ``strongest_control``
+        (the control that decides the verdict), ``controls_tested``,
         ``control_hit@1`` with ``control_low``/``control_high``, ``margin`` with
-        ``margin_low``/``margin_high`` (paired: the same pairs and chunks), ``p`` (its
-        bootstrap p-value), ``verdict`` (``"beats"``, ``"indistinguishable"`` or
-        ``"loses"``), ``holm_cells`` (the cells corrected together: the table's rows),
-        ``same_trained_as`` (an earlier protocol whose trained-model ranks are identical for
+        ``margin_low``/``margin_high`` (paired: the same pairs and chunks), ``p`` (the
+        every-control p-value), ``verdict`` (conditional: ``"beats"``, ``"indistinguishable"``
+        or ``"loses"``), ``holm_cells`` (the cells corrected together: the table's rows), the
+        across-models columns (``models``, ``models_positive``, ``per_model_margins`` in points,
+        ``across_low``/``across_high``, ``across_p``, ``across_verdict``, ``"not testable"``
+        below 6 models: :func:`olas_utils.across_models.pair_reading`), ``same_trained_as`` (an earlier protocol whose trained-model ranks are identical for
         this family and key — the same evidence, to be counted once; empty otherwise),
         ``pairs`` and ``chunks``. Empty when the run has no control.
     """
     s = items[items["metric"] == metric]
     cells, seen = [], {}
     by = ["protocol", "family", "key"]
-    for names, g in _groups(s, by):
+    for names, g in groups(s, by):
         meta = dict(zip(by, names))
-        systems = {c: outcome_array(gc) for c, gc in _groups(g, ["control"])}
+        systems = {c: outcome_array(gc) for c, gc in groups(g, ["control"])}
         systems = {(c[0] if isinstance(c, tuple) else c): v for c, v in systems.items()}
         if _TRAINED not in systems or len(systems) < 2:
             continue
@@ -374,92 +432,7 @@ def verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
                 "units": ["pairs", "chunks"],
             }
         )
-    return _verdict_cells(cells, "hit@1")
-
-
-def classifier_summary(runs: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
-    """The classifier's accuracy on each unseen target, over seeds and test images.
-
-    Args:
-        runs, items: the two frames of :func:`olas_utils.studies.crosslm.classifier_frame`.
-
-    Returns:
-        One row per ``(family, control, target, key, protocol)``: ``seeds``, ``n`` (test
-        images), ``top1`` (mean over seeds and images) with ``top1 low``/``top1 high`` (95 %
-        interval; ``resampled`` names the axes: ``"seeds × images"``, or ``"images (1
-        seed)"``), ``top1 sd`` (spread over seeds, NaN for one seed), ``top5`` with its
-        interval, ``chance``, ``heldout_top1`` and ``source_top1`` (means over seeds),
-        ``design`` and ``chosen`` (what selection chose per seed: ``"epoch 8"``, ``"C=0.1"``),
-        ``max_epochs``, ``chosen_epochs`` and ``epochs_run`` (per seed, ``;``-joined; lbfgs iterations
-        for the logistic design), ``capped`` (seeds stopped by the epoch or iteration cap while
-        still at their best), ``selection`` (``"source:<model>"`` or ``"augmented"``, the distinct
-        values over seeds, ``;``-joined) and ``fit_workers`` (the logistic fits' processes).
-    """
-    rows = []
-    for names, g in _groups(items, _CLASSIFIER_GROUP):
-        meta = dict(zip(_CLASSIFIER_GROUP, names))
-        r = runs
-        for c, v in meta.items():
-            r = r[r[c] == v]
-        hits1, seeds, _ = outcome_array(g, k=1, units=["seed"])
-        hits5, _, _ = outcome_array(g, k=5, units=["seed"])
-        per_seed = hits1.mean(axis=1)
-        top1, top5 = interval(hits1), interval(hits5)
-        rows.append(
-            {
-                **meta,
-                "seeds": len(seeds),
-                "n": hits1.shape[1],
-                "top1": top1.estimate,
-                "top1 low": top1.low,
-                "top1 high": top1.high,
-                "top1 sd": float(per_seed.std(ddof=1)) if len(seeds) > 1 else float("nan"),
-                "top5": top5.estimate,
-                "top5 low": top5.low,
-                "top5 high": top5.high,
-                "resampled": "seeds × images" if len(seeds) > 1 else "images (1 seed)",
-                "chance": 1.0 / hits1.shape[1],
-                "heldout_top1": float(r["heldout_top1"].mean()),
-                "source_top1": float(r["source_top1"].mean()),
-                "design": str(r["design"].iloc[0]) if "design" in r else "resnet18",
-                "chosen": ";".join(map(str, r["chosen"])) if "chosen" in r else "",
-                "max_epochs": int(r["max_epochs"].iloc[0]),
-                "chosen_epochs": ";".join(str(int(v)) for v in r["chosen_epoch"]),
-                "epochs_run": ";".join(str(int(v)) for v in r["epochs_run"]),
-                "capped": int(r["capped"].sum()),
-                "selection": ";".join(dict.fromkeys(map(str, r["selection"]))) if "selection" in r else "",
-                "fit_workers": int(r["fit_workers"].max()) if "fit_workers" in r else 1,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def classifier_verdict_frame(items: pd.DataFrame) -> pd.DataFrame:
-    """The trained models' classifier top-1 on each unseen target against its strongest
-    control (by point estimate), paired over seeds and test images, with three-way verdicts
-    Holm-corrected across the table's cells.
-
-    Args:
-        items: the items of :func:`olas_utils.studies.crosslm.classifier_frame`.
-
-    Returns:
-        One row per ``(family, target, key, protocol)`` that has a control, with the columns
-        of :func:`verdict_frame` (``ola_top1``, ``control_top1``, ...) and ``seeds``,
-        ``images`` in place of ``pairs``, ``chunks``. Empty when no control was trained.
-    """
-    cells = []
-    by = ["family", "target", "key", "protocol"]
-    for names, g in _groups(items, by):
-        systems = {}
-        for c, gc in _groups(g, ["control"]):
-            systems[c[0] if isinstance(c, tuple) else c] = outcome_array(gc, units=["seed"])
-        if _TRAINED not in systems or len(systems) < 2:
-            continue
-        trained = systems.pop(_TRAINED)
-        cells.append(
-            {"meta": dict(zip(by, names)), "trained": trained, "controls": systems, "units": ["seeds", "images"]}
-        )
-    return _verdict_cells(cells, "top1")
+    return verdict_cells(cells, "hit@1", across=True)
 
 
 def key_margin_frame(items: pd.DataFrame, *, reference: str = "ola:1", metric: str = "ssim") -> pd.DataFrame:
@@ -491,8 +464,8 @@ def key_margin_frame(items: pd.DataFrame, *, reference: str = "ola:1", metric: s
     else:
         by, units, names = ["family", "target", "protocol"], ["seed"], ["seeds", "images"]
     items = items[items["control"] == _TRAINED]
-    rows, margins = [], []
-    for cell, g in _groups(items, by):
+    rows, margins, readings = [], [], []
+    for cell, g in groups(items, by):
         keys = list(dict.fromkeys(g["key"].astype(str)))
         if reference not in keys:
             continue
@@ -500,23 +473,22 @@ def key_margin_frame(items: pd.DataFrame, *, reference: str = "ola:1", metric: s
         for key in keys:
             if key == reference or key.startswith("ola:"):
                 continue
-            mine, theirs = _align(ref, outcome_array(g[g["key"] == key], units=units))
+            mine, theirs, labels = _align(ref, outcome_array(g[g["key"] == key], units=units))
             a, b, m = interval(mine), interval(theirs), margin(mine, theirs)
+            r = pair_reading(labels, (mine - theirs).mean(axis=1), p_items=m.p_value) if retrieval else None
             margins.append(m)
+            readings.append(r)
             rows.append(
                 {
                     **dict(zip(by, cell)),
                     "key": key,
                     "reference": reference,
-                    **_estimate_columns("reference", a, "reference_score"),
-                    **_estimate_columns("key", b, "key_score"),
-                    **_estimate_columns("margin", m),
+                    **estimate_columns("reference", a, "reference_score"),
+                    **estimate_columns("key", b, "key_score"),
+                    **estimate_columns("margin", m),
                     "p": m.p_value,
+                    **across_columns(r),
                     **dict(zip(names, mine.shape)),
                 }
             )
-    out = pd.DataFrame(rows)
-    if len(out):
-        out.insert(out.columns.get_loc("p") + 1, "verdict", verdicts(margins))
-        out.insert(out.columns.get_loc("verdict") + 1, "holm_cells", len(margins))
-    return out
+    return insert_verdicts(pd.DataFrame(rows), margins, readings if retrieval else None)

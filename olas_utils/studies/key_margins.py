@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from olas_utils.across_models import NOT_TESTABLE
 from olas_utils.studies.wording import verdict_counts
+from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES
 from olas_utils.vocabulary import key_label
 
 __all__ = ["key_margin_markdown"]
@@ -51,6 +53,27 @@ def key_margin_markdown(retrieval: pd.DataFrame, classifier: pd.DataFrame | None
         for name, t in tables:
             d = t[t["key"] == key]
             if len(d):
-                parts.append(f"{name}: **{verdict_counts(d['verdict'])}**, margins {_span(d)}")
+                part = f"{name}: **{verdict_counts(d['verdict'])}** on these models, margins {_span(d)}"
+                if "across_verdict" in d:
+                    c = d["across_verdict"].value_counts()
+                    part += (
+                        f"; across models {int(c.get(BEATS, 0))} beat, {int(c.get(INDISTINGUISHABLE, 0))} "
+                        f"indistinguishable, {int(c.get(LOSES, 0))} lose, {int(c.get(NOT_TESTABLE, 0))} not testable"
+                    )
+                parts.append(part)
         lines.append(f"* against {key_label(key)}: " + "; ".join(parts) + ".")
+    losses = [(name, t[t["verdict"] == LOSES]) for name, t in tables]
+    for name, d in losses:
+        for key, g in d.groupby("key", sort=False):
+            where = ", ".join(
+                "/".join(str(r[c]) for c in ("protocol", "family", "target") if c in g and isinstance(r[c], str))
+                for _, r in g.iterrows()
+            )
+            lines.append(
+                f"* **{key_label(key)} is more similar across these models than {key_label(ref)}** ({name.split(',')[0]}: "
+                f"{where}; margins {_span(g)}): the commonality measured here is at least as much context mixing's "
+                "as attention's."
+                if str(key).startswith(("alti", "valuenorm", "globenc"))
+                else f"* **{key_label(key)} beats {key_label(ref)}** ({name.split(',')[0]}: {where}; margins {_span(g)})."
+            )
     return "\n".join(lines)

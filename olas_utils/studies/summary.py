@@ -1,11 +1,12 @@
-"""The README's summary of results, written from the committed verdict tables.
+"""The results page's summary (``docs/results.md``, linked from the README), written from the
+committed verdict tables.
 
 :func:`results_summary` reads the tables notebooks 02–04 write into ``results/`` (and
 ``results/wide/``, ``results/tagging/``, ``results/gemma/``) and states every claim as a count of three-way verdicts with the
-intervals behind it, so the README quotes nothing its own tables do not say.
+intervals behind it, so the page quotes nothing its own tables do not say.
 :func:`update_readme` replaces the text between :data:`START` and :data:`END` in
-``README.md``; ``python -m olas_utils.ui.reproduce --profile quick`` calls it after a full
-quick run, and a test checks that the committed README matches the committed tables.
+``docs/results.md``; ``python -m olas_utils.ui.reproduce --profile quick`` calls it after a full
+quick run, and a test checks that the committed page matches the committed tables.
 
 Numbers are percent (Hit@1, top-1 accuracy, UAS, macro-F1) and margins percentage points,
 each with its 95 % interval (:data:`olas_utils.uncertainty.CONFIDENCE`); verdicts are
@@ -16,6 +17,7 @@ Holm-corrected across the cells of the table they come from
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
@@ -182,11 +184,14 @@ def _parser(folder: Path) -> list[str]:
     if isinstance(o, pd.DataFrame) and len(o):
         mean = (o.model == MEAN).any()
         m = o[o.model == MEAN] if mean else o
-        scope = "averaged over models, models resampled too" if mean else f"{m.model.iloc[0]}"
+        scope = "mean over the models, read across models" if mean else f"{m.model.iloc[0]}"
+        show = "models_show" in m
         lines.append(
-            f"- **Order claims** (`03_parser_orders`, UAS margins {scope}): "
+            f"- **Order claims** (`03_parser_orders`, UAS margins, {scope}): "
             + "; ".join(
-                f"{r['comparison']} {_pts(r['margin'], r['low'], r['high'])} {r['verdict']}" for _, r in m.iterrows()
+                f"{r['comparison']} {_pts(r['margin'], r['low'], r['high'])} {r['verdict']}"
+                + (f" ({r['models_show']})" if show and isinstance(r["models_show"], str) and r["models_show"] else "")
+                for _, r in m.iterrows()
             )
             + "."
         )
@@ -312,12 +317,13 @@ def results_summary(results_dir: str | Path | None = None) -> str:
 
 def update_readme(readme: str | Path | None = None, results_dir: str | Path | None = None) -> bool:
     """Replace the block between :data:`START` and :data:`END` in ``readme`` (default the
-    project's ``README.md``) with :func:`results_summary`; returns whether it changed.
+    project's results page, ``docs/results.md``, which the README links) with
+    :func:`results_summary`; returns whether it changed.
 
     Raises:
         ValueError: the README lacks the markers (nothing is written).
     """
-    path = Path(readme) if readme else project_root() / "README.md"
+    path = Path(readme) if readme else project_root() / "docs" / "results.md"
     text = path.read_text(encoding="utf-8")
     if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
         raise ValueError(f"{path} must hold the markers {START!r} and {END!r} once each, in that order")
@@ -326,9 +332,21 @@ def update_readme(readme: str | Path | None = None, results_dir: str | Path | No
     new = f"{head}{START}\n{results_summary(results_dir)}{END}{tail}"
     if new == text:
         return False
-    write_text_atomic(path, new, what="README")
+    write_text_atomic(path, new, what="results page")
     return True
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m olas_utils.studies.summary``: rewrite ``docs/results.md``'s summary from ``results/``."""
+    import argparse
+
+    argparse.ArgumentParser(
+        prog="python -m olas_utils.studies.summary",
+        description="Rewrite the results summary of docs/results.md from the committed tables in results/.",
+    ).parse_args(argv)
+    print("docs/results.md updated" if update_readme() else "docs/results.md already matches results/")
+    return 0
+
+
 if __name__ == "__main__":  # pragma: no cover
-    print("README updated" if update_readme() else "README already matches results/")
+    raise SystemExit(main())

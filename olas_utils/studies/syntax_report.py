@@ -6,13 +6,15 @@ where a number averages them), every claim a Holm-corrected three-way verdict
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
+from olas_utils.across_models import ACROSS_MODELS, CONDITIONAL, ModelReading, across_verdicts, model_reading
 from olas_utils.studies.outcomes import (
     capped_runs,
     estimate,
-    family,
     points,
     rate,
     ratio_of,
@@ -22,7 +24,15 @@ from olas_utils.studies.outcomes import (
     versus,
 )
 from olas_utils.studies.syntax import BASELINE_MODEL, MIN_MARGIN, PAPER_PARSER, PARSER_CONTROLS, PROBE_RATES
-from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, verdict_counts, verdicts
+from olas_utils.uncertainty import (
+    BEATS,
+    INDISTINGUISHABLE,
+    LOSES,
+    Interval,
+    against_every_control,
+    verdict_counts,
+    verdicts,
+)
 from olas_utils.vocabulary import Control, MapKey
 
 __all__ = ["CONTROL_NAMES", "parser_table", "order_table", "probe_table", "uas_figure", "comparison_markdown"]
@@ -59,9 +69,10 @@ def _cells(items: pd.DataFrame) -> list[tuple[str, str, str]]:
 
 def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
     """Per model and key, ``metric`` (%) of the OLA parser (mean over seeds, its spread over
-    seeds and its interval) and of every control, the strongest control (the highest mean)
-    and the paired margin ``ola − strongest`` with its interval and its verdict,
-    Holm-corrected across the table's cells (controls absent from ``items`` are left out);
+    seeds and its interval) and of every control, OLA set against every control at once
+    (:func:`olas_utils.uncertainty.against_every_control`: it beats only if it beats each),
+    the control that decides (``strongest control``) and the paired margin ``ola − strongest``
+    with its interval and its verdict, Holm-corrected across the table's cells (controls absent from ``items`` are left out);
     ``capped``: OLA runs (of ``seeds``) that did not stop by early stopping (:func:`~olas_utils.studies.outcomes.capped_runs`):
     their number may measure how fast the input learns, not what it carries."""
     make = _metric(metric)
@@ -76,8 +87,11 @@ def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas")
         r["ola sd (seeds)"] = 100 * float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else 0.0
         ctrl = {c: estimate(_system(items, model, key, c), make) for c in controls}
         r.update({c: 100 * v for c, v in ctrl.items()})
-        strongest = max(ctrl, key=lambda c: ctrl[c])
-        m = versus(ola, _system(items, model, key, strongest), make)
+        # every control at once (none chosen on the test sentences): the decisive one is reported
+        each = {c: versus(ola, _system(items, model, key, c), make) for c in controls}
+        p, i = against_every_control([m.estimate for m in each.values()], [m.p_value for m in each.values()])
+        strongest = controls[i]
+        m = dataclasses.replace(each[strongest], p_value=p)
         margins.append(m)
         r.update({"strongest control": strongest, "margin": 100 * m.estimate})
         r.update({"margin low": 100 * m.low, "margin high": 100 * m.high, "p": m.p_value})
@@ -118,60 +132,98 @@ def _kind(lower: str) -> str:
     return "mixing" if MapKey.parse(lower).mixing else "order"
 
 
+def _models_show(conditional: dict[str, str]) -> str:
+    """What the models of a mean-over-models row show, from their own conditional verdicts:
+    ``"both models show it"``, ``"1 of 2 models shows it"`` (verdicts that *beat*)."""
+    k, n = sum(v == BEATS for v in conditional.values()), len(conditional)
+    if k == n:
+        return "both models show it" if n == 2 else f"all {n} models show it"
+    return f"{k} of {n} models show{'s' if k == 1 else ''} it"
+
+
+def _finish(out: pd.DataFrame, margins: list, mean_rows: dict[int, ModelReading]) -> pd.DataFrame:
+    """``verdict``: Holm over the per-model rows (conditional reading); the mean-over-models rows
+    read across models (:func:`olas_utils.across_models.across_verdicts`, their own family)."""
+    cond = [i for i in range(len(out)) if i not in mean_rows]
+    v: list = [None] * len(out)
+    for i, x in zip(cond, verdicts([margins[i] for i in cond])):
+        v[i] = x
+    idx = list(mean_rows)
+    for i, x in zip(idx, across_verdicts([mean_rows[i] for i in idx])):
+        v[i] = x
+    out["verdict"] = v
+    out["reading"] = [ACROSS_MODELS if i in mean_rows else CONDITIONAL for i in range(len(out))]
+    return out
+
+
 def order_table(items: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
     """The paper's order claims as margins: per model, each OLA order's parser minus the next
     order's (``ola:1 − ola:2``, ...) and each order's minus rollout's (and minus a context-mixing
-    key's of the same order, where the run has one: ``ola:1 − alti:1``), on the same sentences,
-    and the same margins averaged over the models that have both keys (models resampled
-    too); verdicts Holm-corrected across the table."""
+    key's of the same order, where the run has one: ``ola:1 − alti:1``), on the same sentences
+    (``reading`` *conditional*: seeds × sentences resampled, Holm over these rows), and per
+    comparison the mean over the models that have both keys, read *across models*: Student's
+    t interval over the models' margins, and ``not testable`` below 6 models (an exact test
+    over 2 models cannot go below p = 0.5); ``models_show`` says how many models' own verdicts
+    beat."""
     make = _metric(metric)
     cells = _cells(items)
     models = list(dict.fromkeys(m for m, _, _ in cells))
-    rows, margins = [], []
+    rows, margins, mean_rows = [], [], {}
+    per_model: dict[tuple[str, str], dict[str, Interval]] = {}
     for model in models + ([MEAN] if len(models) > 1 else []):
         names = models if model == MEAN else [model]
         have = {(m, k) for m, _, k in cells}
         keys = [k for k in dict.fromkeys(k for _, _, k in cells) if all((n, k) in have for n in names)]
         for hi, lo in _comparisons(keys):
-            a = [(_system(items, n, hi, _OLA), ("seed",)) for n in names]
-            b = [(_system(items, n, lo, _OLA), ("seed",)) for n in names]
-            m = family(a, make, b) if model == MEAN else versus(a[0][0], b[0][0], make)
-            margins.append(m)
-            rows.append(
-                {
-                    "model": model,
-                    "comparison": f"{hi} − {lo}",
-                    "higher": hi,
-                    "lower": lo,
-                    "margin": 100 * m.estimate,
-                    "low": 100 * m.low,
-                    "high": 100 * m.high,
-                    "p": m.p_value,
-                }
-            )
-    out = pd.DataFrame(rows, columns=["model", "comparison", "higher", "lower", "margin", "low", "high", "p"])
-    out["verdict"] = verdicts(margins)
+            row = {"model": model, "comparison": f"{hi} − {lo}", "higher": hi, "lower": lo}
+            if model == MEAN:
+                ms = {n: per_model[(hi, lo)][n] for n in names}
+                r = model_reading({n: m.estimate for n, m in ms.items()})
+                mean_rows[len(rows)] = r
+                margins.append(None)
+                row.update(margin=100 * r.estimate, low=100 * r.low, high=100 * r.high, p=r.p_value)
+                row["models_show"] = ms  # replaced below, once the per-model verdicts exist
+            else:
+                m = versus(_system(items, model, hi, _OLA), _system(items, model, lo, _OLA), make)
+                per_model.setdefault((hi, lo), {})[model] = m
+                margins.append(m)
+                row.update(margin=100 * m.estimate, low=100 * m.low, high=100 * m.high, p=m.p_value)
+            rows.append(row)
+    cols = ["model", "comparison", "higher", "lower", "margin", "low", "high", "p"]
+    out = pd.DataFrame(rows, columns=cols + ["models_show"])
+    out = _finish(out, margins, mean_rows)
+    said = {(r.model, r.comparison): r.verdict for r in out.itertuples()}
+    out["models_show"] = (
+        [
+            _models_show({n: said[(n, c)] for n in ms}) if isinstance(ms, dict) else ""
+            for c, ms in zip(out["comparison"], out["models_show"])
+        ]
+        if len(out)
+        else []
+    )
     return out.round({"margin": 1, "low": 1, "high": 1, "p": 4})
 
 
 def probe_table(items: pd.DataFrame, metric: str = "uuas") -> pd.DataFrame:
     """The training-free probes' ``metric`` (%, one of :data:`~olas_utils.studies.syntax.PROBE_RATES`)
     per (model, maps, key) with its interval over sentences, and its paired margin over the
-    neighbouring-word baseline (the chain for UUAS, the next-word pointer otherwise), plus
-    the mean over models per (maps, key) with models resampled; verdicts Holm-corrected
-    across the table."""
+    neighbouring-word baseline (the chain for UUAS, the next-word pointer otherwise), verdicts
+    Holm-corrected across those rows (``reading`` *conditional*); plus the mean over models
+    per (maps, key), read *across models* (t interval over the models' margins; ``not
+    testable`` below 6 models) with ``models_show``."""
     make = ratio_of(*PROBE_RATES[metric])
     probes = items[items.key != "-"]
     base = select(items, model="baseline: next word")
     models = list(dict.fromkeys(probes.model))
-    rows, margins = [], []
+    rows, margins, mean_rows = [], [], {}
     for (variant, key), d in probes.groupby(["maps", "key"], sort=False):
         names = [m for m in models if (d.model == m).any()]
-        for model in names + ([MEAN] if len(names) > 1 else []):
-            use = names if model == MEAN else [model]
-            sys = [(select(d, model=n), ()) for n in use]
-            iv = family(sys, make) if model == MEAN else rate(sys[0][0], make, ())
-            m = family(sys, make, [(base, ())] * len(use)) if model == MEAN else versus(sys[0][0], base, make, ())
+        per: dict[str, Interval] = {}
+        for model in names:
+            sys = select(d, model=model)
+            iv = rate(sys, make, ())
+            m = versus(sys, base, make, ())
+            per[model] = m
             margins.append(m)
             rows.append(
                 {
@@ -186,10 +238,37 @@ def probe_table(items: pd.DataFrame, metric: str = "uuas") -> pd.DataFrame:
                     "margin low": 100 * m.low,
                     "margin high": 100 * m.high,
                     "p": m.p_value,
+                    "models_show": "",
                 }
             )
-    out = pd.DataFrame(rows)
-    out["verdict"] = verdicts(margins)
+        if len(names) > 1:
+            r = model_reading({n: m.estimate for n, m in per.items()})
+            mean_rows[len(rows)] = r
+            margins.append(None)
+            vals = [row[metric] for row in rows[-len(names) :]]
+            rows.append(
+                {
+                    "model": MEAN,
+                    "maps": variant,
+                    "key": key,
+                    metric: float(np.mean(vals)),
+                    "low": float("nan"),
+                    "high": float("nan"),
+                    "neighbour": 100 * estimate(base, make, ()),
+                    "margin": 100 * r.estimate,
+                    "margin low": 100 * r.low,
+                    "margin high": 100 * r.high,
+                    "p": r.p_value,
+                    "models_show": names,
+                }
+            )
+    out = _finish(pd.DataFrame(rows), margins, mean_rows)
+    if len(out):
+        said = {(r.model, r.maps, r.key): r.verdict for r in out.itertuples()}
+        out["models_show"] = [
+            _models_show({n: said[(n, mp, k)] for n in ns}) if isinstance(ns, list) else ""
+            for mp, k, ns in zip(out["maps"], out["key"], out["models_show"])
+        ]
     return out.round({c: 1 for c in out.columns if c not in ("model", "maps", "key", "p", "verdict")}).round({"p": 4})
 
 
@@ -242,9 +321,14 @@ def _verdict_list(table: pd.DataFrame, name) -> str:
 
 def _claim(rows: pd.DataFrame) -> str:
     """A claim that needs every margin of ``rows`` positive: *shown* when all beat, *reversed*
-    when any loses, *not shown* otherwise."""
+    when any loses, *not shown* otherwise; for mean-over-models rows (read across models) what
+    the models show, since no model-level test exists with so few."""
     if rows.empty:
         return "not testable"
+    if "model" in rows and (rows.model == MEAN).all() and "models_show" in rows:
+        return "not testable across models (an exact test over 2 models cannot reach 5 %); " + ", ".join(
+            f"{r.comparison}: {r.models_show}" for r in rows.itertuples()
+        )
     if (rows.verdict == BEATS).all():
         return "shown"
     return "reversed somewhere" if (rows.verdict == LOSES).any() else "not shown"
@@ -394,7 +478,11 @@ def comparison_markdown(
     for variant, pv in mean.groupby("maps", sort=False):
         lines.append(
             f"* Training-free MST of the symmetrised word map ({variant}), UUAS "
-            + ("averaged over models (models resampled)" if (probes.model == MEAN).any() else "")
+            + (
+                "averaged over the models (read across models: not testable below 6)"
+                if (probes.model == MEAN).any()
+                else ""
+            )
             + f" against the neighbour chain ({pv.neighbour.iloc[0]:.1f}): "
             + ", ".join(
                 f"{r.key} {r.uuas:.1f} [{r.low:.1f}, {r.high:.1f}] ({r.margin:+.1f}, {r.verdict})"

@@ -5,12 +5,15 @@ Holm-corrected three-way verdict (``docs/method.md#uncertainty``)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
+from olas_utils.across_models import across_verdicts, model_reading
 from olas_utils.studies.outcomes import capped_runs, estimate, family, rate, run_values, select, task_metric, versus
 from olas_utils.studies.transfer import CONTROLS, PAPER_CLAIMS, transfer_condition
-from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, verdict_counts, verdicts
+from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, against_every_control, verdict_counts, verdicts
 from olas_utils.vocabulary import Control
 
 __all__ = ["CLAIMS", "task_summary", "bar_chart", "verdict_frame", "lineage_frame", "comparison_markdown"]
@@ -61,7 +64,11 @@ def task_summary(frame: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     the random-init target), intervals and the spread over seeds of ``self`` and the headline
     TOA, the headline's chosen variant, the strongest control (highest mean) and the claims
     of :data:`CLAIMS` as paired margins (intervals over seeds, sources and test sentences)
-    with verdicts Holm-corrected across the table's cells."""
+    with verdicts Holm-corrected across the table's cells. A claim against "the strongest
+    control" is tested against every control at once
+    (:func:`olas_utils.uncertainty.against_every_control`), so no control is chosen on the test
+    sentences; its margin columns are those of the control that decides
+    (``<claim> decided by``)."""
     rows, margins = [], {c: [] for c in CLAIMS}
     for task, d in frame.groupby("task", sort=False):
         metric = d.metric.iloc[0]
@@ -93,15 +100,20 @@ def task_summary(frame: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
             r["strongest"] = ctrl[r["strongest control"]]
             inputs = max((_POS, _TOK), key=lambda c: ctrl.get(c, -1.0))
             for name, (cond, against, col) in CLAIMS.items():
-                other = r["strongest control"] if against == "strongest" else inputs
-                if cond not in systems or other not in systems:
+                others = list(ctrl) if against == "strongest" else [inputs]
+                if cond not in systems or not others or any(o not in systems for o in others):
                     r.update({col: float("nan"), f"{col} low": float("nan"), f"{col} high": float("nan")})
                     margins[name].append(None)
                     continue
-                (a, ra), (b, rb) = systems[cond], systems[other]
-                m = versus(a, b, make, ra, rb)
+                a, ra = systems[cond]
+                each = [versus(a, systems[o][0], make, ra, systems[o][1]) for o in others]
+                # against every control at once, none chosen on the test sentences: the decisive one is kept
+                p, i = against_every_control([m.estimate for m in each], [m.p_value for m in each])
+                m = dataclasses.replace(each[i], p_value=p)
                 margins[name].append(m)
                 r.update({col: 100 * m.estimate, f"{col} low": 100 * m.low, f"{col} high": 100 * m.high})
+                if against == "strongest":
+                    r[f"{name} decided by"] = others[i]
             rows.append(r)
     out = pd.DataFrame(rows)
     for name, ms in margins.items():
@@ -116,9 +128,12 @@ def verdict_frame(summary: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     """Per task (and per task and family where there are several): how many targets the
     headline TOA and the self-trained adapter beat / are indistinguishable from / lose to
     the strongest control (the summary's verdicts), and the mean margin over targets with
-    its interval, targets resampled too (``(target, run, sentence)``)."""
+    its interval, targets resampled too (``(target, run, sentence)``), against every control
+    shared by the targets at once (the decisive one named in ``<name> decided by``); and the same margin read
+    *across models* (the target is the unit: ``<name> across_verdict``, Holm over the table's
+    testable rows, ``not testable`` below 6 targets; :mod:`olas_utils.across_models`)."""
     s = summary.dropna(subset=[_TOA])
-    rows = []
+    rows, readings = [], {}
     for task, t in s.groupby("task", sort=False):
         make = _make(task, t.metric.iloc[0])
         groups = [("all", t)] + (list(t.groupby("family", sort=False)) if t.family.nunique() > 1 else [])
@@ -128,17 +143,30 @@ def verdict_frame(summary: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
                 for v in (BEATS, INDISTINGUISHABLE, LOSES):
                     r[f"{name} {v}"] = int((g[f"{name} verdict"] == v).sum())
                 sys = [_system(items, task, x.target, cond, x["headline variant"]) for _, x in g.iterrows()]
-                base = [_system(items, task, x.target, x["strongest control"]) for _, x in g.iterrows()]
-                m = family(sys, make, base)
+                shared = [c for c in CONTROLS if c in g and g[c].notna().all()]
+                each = [family(sys, make, [_system(items, task, x.target, c) for _, x in g.iterrows()]) for c in shared]
+                p, i = against_every_control([e.estimate for e in each], [e.p_value for e in each])
+                m = dataclasses.replace(each[i], p_value=p)
+                r[f"{name} decided by"] = shared[i]
+                across = model_reading(dict(zip(g.target, g[f"{name} − strongest"] / 100)), p_items=m.p_value)
+                readings.setdefault(name, []).append(across)
                 r.update(
                     {
                         f"mean {name} − strongest": round(100 * m.estimate, 1),
                         f"mean {name} − strongest low": round(100 * m.low, 1),
                         f"mean {name} − strongest high": round(100 * m.high, 1),
+                        f"mean {name} − strongest p": m.p_value,
+                        f"{name} models_positive": f"{across.positive} of {across.n_models}",
+                        f"{name} across_low": round(100 * across.low, 1),
+                        f"{name} across_high": round(100 * across.high, 1),
+                        f"{name} across_p": across.p_value,
                     }
                 )
             rows.append(r)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    for name, rs in readings.items():
+        out[f"{name} across_verdict"] = across_verdicts(rs)
+    return out
 
 
 def lineage_frame(summary: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:

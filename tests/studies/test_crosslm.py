@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from olas_utils.studies import crosslm, crosslm_report, crosslm_stats
+from olas_utils.studies import classifier_stats, crosslm, crosslm_report, crosslm_stats
 from olas_utils.studies.tables import read_items, write_items, write_table
 from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, interval
 
@@ -239,13 +239,13 @@ def classifier_tables(seeds=(0, 1, 2), n=50, capped=True):
 
 def test_classifier_summary_over_seeds_and_its_verdict():
     runs, it = classifier_tables()
-    clf = crosslm_stats.classifier_summary(runs, it)
+    clf = classifier_stats.classifier_summary(runs, it)
     r = clf[clf.control == "none"].iloc[0]
     per_seed = runs[runs.control == "none"].top1
     assert r["seeds"] == 3 and r["n"] == 50 and r["resampled"] == "seeds × images"
     assert r["top1"] == pytest.approx(per_seed.mean()) and r["top1 sd"] == pytest.approx(per_seed.std(ddof=1))
     assert r["top1 low"] < r["top1"] < r["top1 high"] and r["capped"] == 1 and r["chosen_epochs"] == "12;5;5"
-    cv = crosslm_stats.classifier_verdict_frame(it)
+    cv = classifier_stats.classifier_verdict_frame(it)
     assert list(cv.verdict) == [BEATS] and cv.seeds.iloc[0] == 3 and cv.images.iloc[0] == 50
     text = crosslm_report.comparison_markdown(
         crosslm_stats.retrieval_summary(hand_items()), crosslm_report.verdict_frame(hand_items()), clf, cv, n_chunks=50
@@ -257,7 +257,7 @@ def test_classifier_summary_over_seeds_and_its_verdict():
 
 def test_one_seed_says_its_interval_covers_images_only():
     runs, it = classifier_tables(seeds=(0,), capped=False)
-    clf = crosslm_stats.classifier_summary(runs, it)
+    clf = classifier_stats.classifier_summary(runs, it)
     r = clf[clf.control == "none"].iloc[0]
     assert r["seeds"] == 1 and np.isnan(r["top1 sd"]) and r["resampled"] == "images (1 seed)"
     text = crosslm_report.comparison_markdown(
@@ -336,7 +336,7 @@ def test_logistic_classifier_frame_reads_chunks_back_from_images_of_unseen_model
     assert trained["design"] == "logistic" and trained["chosen"].startswith("C=") and trained["heldout_source"] == "y"
     assert trained["top1"] == 1.0 and trained["heldout_top1"] == 1.0 and not trained["capped"]
     assert trained["epochs_run"] < trained["max_epochs"] == 1000
-    clf = crosslm_stats.classifier_summary(runs, it)
+    clf = classifier_stats.classifier_summary(runs, it)
     assert set(clf.design) == {"logistic"} and clf[clf.control == "none"].iloc[0]["chosen"].startswith("C=")
     assert set(runs.control) == {"none", "uniform"} and len(runs) == 4
     with pytest.raises(ValueError, match="design"):

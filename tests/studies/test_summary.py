@@ -90,10 +90,10 @@ def test_update_readme_rewrites_only_the_marked_block(results, tmp_path):
 
 
 def test_committed_readme_quotes_the_committed_results():
-    readme = (project_root() / "README.md").read_text(encoding="utf-8")
-    block = readme.split(summary.START)[1].split(summary.END)[0]
+    page = (project_root() / "docs" / "results.md").read_text(encoding="utf-8")
+    block = page.split(summary.START)[1].split(summary.END)[0]
     assert block.strip() == summary.results_summary(project_root() / "results").strip(), (
-        "README.md's results summary is out of step with results/: run python -m olas_utils.studies.summary"
+        "docs/results.md's results summary is out of step with results/: run python -m olas_utils.studies.summary"
     )
 
 

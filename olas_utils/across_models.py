@@ -1,0 +1,330 @@
+"""The *across-models* reading of a margin: tests whose unit is the language model, beside the
+*conditional* reading of :mod:`olas_utils.uncertainty` (items resampled: "on these models").
+
+A margin that averages ordered model pairs (A→B, B→A, A→C, …) or unseen target models speaks
+for the population of language models only if it survives a test that treats the *model* as
+the unit. Three exact sign-flip (randomisation) tests do that, each valid when OLA and its
+baseline are exchangeable at one level of the design:
+
+* **targets**: the per-target margins ``m_t`` (mean over the target's sources and items) with
+  their signs flipped independently (valid when the swap unit is the target model);
+* **sources**: the same over per-source margins (the swap unit is the source model);
+* **dyads**: model signs ``s`` acting on each ordered pair as ``s_t·s_s`` (valid when the swap
+  unit is the unordered pair {A→B, B→A}, or the ordered pair).
+
+The across-models p-value is the largest of these and of the conditional (item bootstrap)
+p-value, so it is valid whichever of those levels carries the null (a maximum of p-values is
+a valid p-value under any null under which one of them is; Berger 1982). An exact sign-flip
+test over ``n`` units cannot go below ``2 / 2**n``: with fewer than six models no test at 5 %
+exists, and the cell reads :data:`NOT_TESTABLE` instead of a verdict it cannot have. The
+interval printed beside it is Student's t interval over the per-model margins (``n − 1``
+degrees of freedom), a description of their spread, not the test. Calibration of all this by
+simulation: :mod:`olas_utils.studies.calibration` and ``docs/method.md#two-readings``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from olas_utils.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES
+
+__all__ = [
+    "CONDITIONAL",
+    "ACROSS_MODELS",
+    "NOT_TESTABLE",
+    "ModelReading",
+    "min_p",
+    "sign_flip_p",
+    "dyadic_sign_flip_p",
+    "pair_reading",
+    "model_reading",
+    "across_verdicts",
+]
+
+#: The two readings' names, as tables and text write them.
+CONDITIONAL = "conditional"
+ACROSS_MODELS = "across models"
+#: The across-models verdict of a cell whose models are too few for any test at ``alpha``.
+NOT_TESTABLE = "not testable"
+
+_EXACT_MAX = 16  # units up to which every sign vector is enumerated (2**16 = 65,536)
+_N_RANDOM = 2**16  # random sign vectors above that
+
+
+@dataclass(frozen=True)
+class ModelReading:
+    """A margin read with the model as the unit.
+
+    Attributes:
+        estimate: the margin (mean over pairs or targets and items), as the conditional one.
+        low, high: Student's t interval (``confidence``) over the per-model margins; NaN for
+            one model.
+        p_value: the across-models p-value (the largest of ``p_items`` and the model-level
+            tests); NaN when not testable.
+        p_items: the conditional (item bootstrap) p-value it was given, or NaN.
+        p_models: the largest of the model-level sign-flip p-values.
+        models: the unit models, in order.
+        per_model: each model's margin (per target; fractions like ``estimate``).
+        testable: whether the model-level test can reach ``alpha`` at this model count.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    p_value: float
+    p_items: float
+    p_models: float
+    models: tuple[str, ...]
+    per_model: tuple[float, ...]
+    testable: bool
+
+    @property
+    def n_models(self) -> int:
+        """How many models are the units."""
+        return len(self.models)
+
+    @property
+    def positive(self) -> int:
+        """How many per-model margins are above zero."""
+        return int(sum(v > 0 for v in self.per_model))
+
+    def per_model_text(self, scale: float = 100.0, digits: int = 1) -> str:
+        """``"minilm-l6 +12.0; e5-small -3.1"``: each model's margin, multiplied by ``scale``."""
+        return "; ".join(f"{m} {v * scale:+.{digits}f}" for m, v in zip(self.models, self.per_model))
+
+
+def min_p(n: int) -> float:
+    """The smallest two-sided p-value an exact sign-flip test over ``n`` units can give:
+    ``2 / 2**n`` (the observed signs and their negation)."""
+    if n < 1:
+        raise ValueError(f"a sign-flip test needs at least one unit, got {n}")
+    return min(1.0, 2.0 / 2.0**n)
+
+
+def _signs(n: int, seed: int) -> np.ndarray:
+    """``(k, n)`` sign vectors: all ``2**n`` when ``n <= 16``, else 65,536 random ones (the
+    observed signs first)."""
+    if n <= _EXACT_MAX:
+        codes = np.arange(2**n, dtype=np.int64)[:, None]
+        return ((codes >> np.arange(n)) & 1) * -2.0 + 1.0
+    rng = np.random.default_rng(seed)
+    s = rng.choice([-1.0, 1.0], size=(_N_RANDOM, n))
+    s[0] = 1.0
+    return s
+
+
+def _p_of(stats: np.ndarray, observed: float) -> float:
+    tol = 1e-12 * max(1.0, abs(observed))
+    return float(np.mean(np.abs(stats) >= abs(observed) - tol))
+
+
+def _finite_vector(values, name: str) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1 or v.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-d array of per-model margins, got shape {v.shape}")
+    if not np.isfinite(v).all():
+        raise ValueError(f"{name} holds NaN or infinite margins: a test over them would be silently wrong")
+    return v
+
+
+def sign_flip_p(values, *, seed: int = 20251202) -> float:
+    """Exact two-sided sign-flip p-value of "the mean of ``values`` is 0", the units' signs
+    flipped independently (Fisher's randomisation test; exact for ``n <= 16`` units, else
+    65,536 random flips).
+
+    Args:
+        values: ``(n,)`` per-unit margins (e.g. per target model).
+        seed: the generator's seed for ``n > 16``.
+
+    Returns:
+        ``P(|mean(s·values)| >= |mean(values)|)`` over the sign vectors ``s``; at least
+        :func:`min_p` ``(n)``.
+
+    Raises:
+        ValueError: an empty or non-1-d array, NaN or infinite values.
+    """
+    v = _finite_vector(values, "values")
+    s = _signs(v.size, seed)
+    return _p_of(s @ v / v.size, v.mean())
+
+
+def dyadic_sign_flip_p(
+    models: Sequence[str], pairs: Sequence[tuple[str, str]], margins, *, seed: int = 20251202
+) -> float:
+    """Exact two-sided sign-flip p-value of "the mean pair margin is 0" with one sign per
+    *model*, acting on the ordered pair (t, s) as ``sign_t · sign_s`` — valid when OLA and its
+    baseline are exchangeable per unordered pair {t→s, s→t} (or per ordered pair).
+
+    Args:
+        models: the unit models.
+        pairs: ``(target, source)`` of each margin, both in ``models``, target ≠ source.
+        margins: ``(pairs,)`` per-pair margins.
+        seed: the generator's seed for more than 16 models.
+
+    Returns:
+        The p-value (at least :func:`min_p` ``(len(models))``).
+
+    Raises:
+        ValueError: NaN margins, a pair naming an unknown model or one model twice, or
+            lengths that differ.
+    """
+    d = _finite_vector(margins, "margins")
+    if len(pairs) != d.size:
+        raise ValueError(f"{len(pairs)} pairs for {d.size} margins: give one margin per ordered pair")
+    index = {m: i for i, m in enumerate(models)}
+    try:
+        t = np.array([index[a] for a, _ in pairs])
+        s = np.array([index[b] for _, b in pairs])
+    except KeyError as e:
+        raise ValueError(f"pair model {e} is not among the models {list(models)}") from None
+    if (t == s).any():
+        raise ValueError("a pair names the same model twice: ordered pairs are (target, source) of two models")
+    signs = _signs(len(models), seed)
+    return _p_of((signs[:, t] * signs[:, s]) @ d / d.size, d.mean())
+
+
+def _t_interval(v: np.ndarray, confidence: float) -> tuple[float, float]:
+    if v.size < 2:
+        return float("nan"), float("nan")
+    from scipy import stats
+
+    half = stats.t.ppf(0.5 + confidence / 2, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size)
+    return float(v.mean() - half), float(v.mean() + half)
+
+
+def model_reading(
+    per_model: Mapping[str, float],
+    *,
+    p_items: float = float("nan"),
+    estimate: float | None = None,
+    alpha: float = ALPHA,
+    confidence: float = CONFIDENCE,
+) -> ModelReading:
+    """The across-models reading of a margin whose units are models (e.g. the classifier's
+    unseen targets): the sign-flip test over the per-model margins, combined with the
+    conditional p-value ``p_items`` (the larger is kept).
+
+    Args:
+        per_model: model → its margin (fractions).
+        p_items: the conditional p-value of the same margin (item bootstrap); NaN to leave out.
+        estimate: the margin as the conditional reading reports it (default: the mean of
+            ``per_model``).
+        alpha: the level a test must be able to reach to be called testable.
+        confidence: the t interval's coverage.
+
+    Returns:
+        :class:`ModelReading`; ``testable`` is False (and ``p_value`` NaN) when
+        ``min_p(n) > alpha``, i.e. with fewer than 6 models at 5 %.
+
+    Raises:
+        ValueError: no model, NaN margins.
+    """
+    models = tuple(per_model)
+    v = _finite_vector([per_model[m] for m in models], "per_model")
+    testable = min_p(v.size) <= alpha
+    p_models = sign_flip_p(v)
+    low, high = _t_interval(v, confidence)
+    p = max(p_models, p_items) if np.isfinite(p_items) else p_models
+    return ModelReading(
+        float(v.mean() if estimate is None else estimate),
+        low,
+        high,
+        float(p) if testable else float("nan"),
+        float(p_items),
+        float(p_models),
+        models,
+        tuple(float(x) for x in v),
+        bool(testable),
+    )
+
+
+def pair_reading(
+    pairs: Sequence[tuple[str, str]],
+    margins,
+    *,
+    p_items: float = float("nan"),
+    alpha: float = ALPHA,
+    confidence: float = CONFIDENCE,
+) -> ModelReading:
+    """The across-models reading of a margin averaged over ordered model pairs (retrieval,
+    transfer): per-target margins for the interval and the table, and the largest of the
+    targets', sources' and dyads' sign-flip p-values and ``p_items``.
+
+    Args:
+        pairs: ``(target, source)`` of each ordered pair.
+        margins: ``(pairs,)`` each pair's margin (mean over its items).
+        p_items: the conditional p-value of the same margin; NaN to leave out.
+        alpha, confidence: as in :func:`model_reading`.
+
+    Returns:
+        :class:`ModelReading` with ``models`` the targets and ``per_model`` each target's mean
+        over its sources; ``estimate`` is the mean over pairs. Not testable when the targets,
+        the sources or all the models number fewer than 6 (at 5 %).
+
+    Raises:
+        ValueError: as :func:`dyadic_sign_flip_p`.
+    """
+    d = _finite_vector(margins, "margins")
+    if len(pairs) != d.size:
+        raise ValueError(f"{len(pairs)} pairs for {d.size} margins: give one margin per ordered pair")
+    targets = list(dict.fromkeys(t for t, _ in pairs))
+    sources = list(dict.fromkeys(s for _, s in pairs))
+    models = list(dict.fromkeys(targets + sources))
+    per_t = np.array([d[[i for i, (t, _) in enumerate(pairs) if t == m]].mean() for m in targets])
+    per_s = np.array([d[[i for i, (_, s) in enumerate(pairs) if s == m]].mean() for m in sources])
+    testable = max(min_p(len(targets)), min_p(len(sources)), min_p(len(models))) <= alpha
+    p_models = max(sign_flip_p(per_t), sign_flip_p(per_s), dyadic_sign_flip_p(models, pairs, d))
+    low, high = _t_interval(per_t, confidence)
+    p = max(p_models, p_items) if np.isfinite(p_items) else p_models
+    return ModelReading(
+        float(d.mean()),
+        low,
+        high,
+        float(p) if testable else float("nan"),
+        float(p_items),
+        float(p_models),
+        tuple(targets),
+        tuple(float(x) for x in per_t),
+        bool(testable),
+    )
+
+
+def across_verdicts(readings: Sequence[ModelReading | None], *, alpha: float = ALPHA) -> list[str | None]:
+    """Three-way across-models verdicts, Holm-corrected over the *testable* cells; a cell with
+    too few models reads :data:`NOT_TESTABLE` and takes no part in the correction.
+
+    Args:
+        readings: one :class:`ModelReading` per cell, or None (no margin: None out).
+        alpha: family-wise error rate.
+
+    Returns:
+        ``"beats"`` / ``"indistinguishable"`` / ``"loses"`` / ``"not testable"`` / None per cell.
+
+    Raises:
+        ValueError: ``alpha`` outside (0, 1), or a testable reading with a NaN p-value.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    out: list[str | None] = [None] * len(readings)
+    idx = []
+    for i, r in enumerate(readings):
+        if r is None:
+            continue
+        if not r.testable:
+            out[i] = NOT_TESTABLE
+            continue
+        if not np.isfinite(r.p_value):
+            raise ValueError(f"cell {i} is testable but its p-value is {r.p_value}: no verdict from a NaN")
+        idx.append(i)
+    if not idx:
+        return out
+    from statsmodels.stats.multitest import multipletests
+
+    reject = multipletests([readings[i].p_value for i in idx], alpha=alpha, method="holm")[0]
+    for i, rej in zip(idx, reject):
+        e = readings[i].estimate
+        out[i] = (BEATS if e > 0 else LOSES) if rej and e != 0 else INDISTINGUISHABLE
+    return out

@@ -1,0 +1,125 @@
+"""The across-models reading against independent references: brute-force enumeration of sign
+vectors (itertools), scipy's t interval, statsmodels' Holm on the testable cells, hand cases."""
+
+from itertools import permutations, product
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from olas_utils.across_models import (
+    NOT_TESTABLE,
+    across_verdicts,
+    dyadic_sign_flip_p,
+    min_p,
+    model_reading,
+    pair_reading,
+    sign_flip_p,
+)
+from olas_utils.uncertainty import against_every_control, verdicts
+from olas_utils.uncertainty import margin as item_margin
+
+
+def _brute_sign_flip(v):
+    v = np.asarray(v, float)
+    obs = abs(v.mean())
+    hits = [abs(np.dot(s, v) / len(v)) >= obs - 1e-12 for s in product([1, -1], repeat=len(v))]
+    return sum(hits) / len(hits)
+
+
+def _brute_dyadic(models, pairs, d):
+    d = np.asarray(d, float)
+    obs = abs(d.mean())
+    idx = {m: i for i, m in enumerate(models)}
+    count = total = 0
+    for s in product([1, -1], repeat=len(models)):
+        t = np.mean([s[idx[a]] * s[idx[b]] * x for (a, b), x in zip(pairs, d)])
+        count += abs(t) >= obs - 1e-12
+        total += 1
+    return count / total
+
+
+@pytest.mark.parametrize(
+    "values", [[0.3, 0.1, 0.2], [0.5, -0.1, 0.2, 0.05, 0.4, -0.3], [1, 2, 3, 4, 5, 6, 7], [0.0, 0.0]]
+)
+def test_sign_flip_p_equals_brute_force_enumeration(values):
+    assert sign_flip_p(values) == pytest.approx(_brute_sign_flip(values), abs=1e-12)
+
+
+def test_three_models_cannot_reach_five_percent_and_six_can():
+    assert min_p(3) == 0.25 and sign_flip_p([0.5, 0.6, 0.8]) == 0.25
+    assert min_p(6) == pytest.approx(1 / 32) and sign_flip_p([0.5, 0.6, 0.8, 0.4, 0.7, 0.9]) == pytest.approx(1 / 32)
+    r3 = model_reading({"a": 0.5, "b": 0.6, "c": 0.8})
+    assert not r3.testable and np.isnan(r3.p_value) and r3.positive == 3
+    r6 = model_reading({m: v for m, v in zip("abcdef", [0.5, 0.6, 0.8, 0.4, 0.7, 0.9])}, p_items=0.001)
+    assert r6.testable and r6.p_value == pytest.approx(1 / 32)
+    # the larger of the item and model p-values is kept
+    assert model_reading({m: 1.0 + i for i, m in enumerate("abcdef")}, p_items=0.2).p_value == 0.2
+
+
+def test_dyadic_sign_flip_equals_brute_force():
+    rng = np.random.default_rng(3)
+    models = ["a", "b", "c", "d", "e"]
+    pairs = list(permutations(models, 2))
+    d = rng.normal(0.1, 0.3, len(pairs))
+    assert dyadic_sign_flip_p(models, pairs, d) == pytest.approx(_brute_dyadic(models, pairs, d), abs=1e-12)
+
+
+def test_pair_reading_takes_per_target_margins_and_the_largest_p():
+    models = list("abcdef")
+    pairs = list(permutations(models, 2))
+    rng = np.random.default_rng(0)
+    d = np.abs(rng.normal(0.3, 0.1, len(pairs)))
+    r = pair_reading(pairs, d, p_items=0.0)
+    by_target = [np.mean([x for (t, _), x in zip(pairs, d) if t == m]) for m in models]
+    assert r.models == tuple(models) and np.allclose(r.per_model, by_target)
+    assert r.estimate == pytest.approx(d.mean())
+    expect = max(
+        _brute_sign_flip(by_target),
+        _brute_sign_flip([np.mean([x for (_, s), x in zip(pairs, d) if s == m]) for m in models]),
+        _brute_dyadic(models, pairs, d),
+    )
+    assert r.p_value == pytest.approx(expect)
+    ci = stats.ttest_1samp(by_target, 0.0).confidence_interval(0.95)
+    assert (r.low, r.high) == pytest.approx((ci.low, ci.high))
+
+
+def test_across_verdicts_holm_over_the_testable_cells_only():
+    six = list("abcdef")
+    cells = [
+        model_reading({m: 0.5 + 0.1 * i for i, m in enumerate("abcdefg")}, p_items=0.0),  # p = 1/64
+        model_reading({"x": 0.4, "y": 0.5, "z": 0.6}),  # three models: not testable
+        model_reading({m: (-1) ** i * 0.3 for i, m in enumerate(six)}, p_items=0.5),
+        None,
+    ]
+    got = across_verdicts(cells)
+    ps = [cells[0].p_value, cells[2].p_value]
+    reject = multipletests(ps, alpha=0.05, method="holm")[0]
+    assert got[1] == NOT_TESTABLE and got[3] is None
+    assert got[0] == ("beats" if reject[0] else "indistinguishable")
+    assert got[0] == "beats"  # 1/64 < 0.05/2, where 6 models (1/32) could not pass Holm over 2 cells
+    assert got[2] == "indistinguishable"
+
+
+def test_every_control_intersection_union_and_bonferroni_by_hand():
+    # every margin positive: the largest p decides (the control hardest to beat)
+    assert against_every_control([0.3, 0.1, 0.2], [0.001, 0.04, 0.01]) == (0.04, 1)
+    # one negative margin: "loses to some control", Bonferroni over the 3 controls
+    assert against_every_control([0.3, -0.1, 0.2], [0.001, 0.01, 0.01]) == (pytest.approx(0.03), 1)
+    assert against_every_control([0.3, -0.1, -0.2], [0.001, 0.5, 0.2]) == (pytest.approx(0.6), 2)
+    assert against_every_control([0.0, 0.2], [1.0, 0.01]) == (1.0, 0)
+    # p-values at the bootstrap's floor tie: the smallest margin (the hardest control) decides
+    assert against_every_control([0.5, 0.2, 0.3], [0.0005, 0.0005, 0.0005]) == (0.0005, 1)
+    assert against_every_control([0.5, -0.2, -0.4], [0.0005, 0.0005, 0.0005]) == (pytest.approx(0.0015), 2)
+    with pytest.raises(ValueError, match="NaN"):
+        against_every_control([0.1, float("nan")], [0.01, 0.01])
+
+
+def test_no_verdict_from_a_nan_p_value():
+    m = item_margin(np.ones((3, 10)), np.zeros((3, 10)), n_resamples=200)
+    bad = type(m)(**{**m.__dict__, "p_value": float("nan")})
+    with pytest.raises(ValueError, match="NaN"):
+        verdicts([m, bad])
+    with pytest.raises(ValueError, match="NaN"):
+        sign_flip_p([0.1, float("nan")])
