@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -293,10 +294,38 @@ def test_explorer_in_jupyterlab(chromium, jupyterlab, tmp_path):
     assert shot.stat().st_size > 20_000
 
 
+def _notebook_links() -> set[str]:
+    """Relative links (``[text](target)``) in the notebooks' markdown cells, resolved from
+    notebooks/ to repository paths, anchors dropped."""
+    import json
+    import posixpath
+
+    out = set()
+    for nb in NOTEBOOK.parent.glob("*.ipynb"):
+        for cell in json.loads(nb.read_text())["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            for target in re.findall(r"\]\(([^)\s]+)\)", "".join(cell["source"])):
+                if "://" in target or target.startswith(("#", "mailto:")):
+                    continue
+                out.add(posixpath.normpath(posixpath.join("notebooks", target.split("#")[0])))
+    return out
+
+
+def _committed_outputs() -> set[str]:
+    """One executed notebook and one figure, as committed."""
+    picks = [next(iter(sorted((ROOT / "results" / "executed").glob("*.ipynb"))), None)]
+    picks.append(next(iter(sorted((ROOT / "figures").glob("*.png"))), None))
+    return {p.relative_to(ROOT).as_posix() for p in picks if p is not None}
+
+
 @pytest.mark.browser
 def test_make_lab_serves_the_notebooks_with_the_project_kernel(tmp_path):
-    """`make lab` (the README's third command, set-up steps skipped): JupyterLab lists
-    notebooks/, and a kernel it starts is the venv's Python with OLAS_DATA_DIR set."""
+    """`make lab` (the README's third command, set-up steps skipped): JupyterLab serves the
+    repository root and opens on notebooks/; every relative link in the notebooks' markdown
+    (``../docs/method.md#...``, resolved from notebooks/ as JupyterLab resolves it) opens a file the
+    lab serves, and so do the README, the executed notebooks and the figures; a notebook's kernel is
+    the venv's Python with OLAS_DATA_DIR set, running in notebooks/."""
     import json
 
     import psutil
@@ -328,11 +357,24 @@ def test_make_lab_serves_the_notebooks_with_the_project_kernel(tmp_path):
     try:
         _wait_for_server(proc, f"{base}/api/status?token={token}", log)
         with urllib.request.urlopen(f"{base}/api/contents?token={token}", timeout=10) as r:
+            top = {c["name"] for c in json.load(r)["content"]}
+        assert {"README.md", "docs", "notebooks", "figures", "results"} <= top, top
+        with urllib.request.urlopen(f"{base}/api/contents/notebooks?token={token}", timeout=10) as r:
             names = {c["name"] for c in json.load(r)["content"]}
         assert {p.name for p in NOTEBOOK.parent.glob("[0-9][0-9]_*.ipynb")} <= names, names
-        req = urllib.request.Request(f"{base}/api/kernels?token={token}", data=b'{"name": "python3"}', method="POST")
+        with urllib.request.urlopen(f"{base}/?token={token}", timeout=30) as r:  # the lab opens on notebooks/
+            assert r.geturl().split("?")[0].endswith("/lab/tree/notebooks"), r.geturl()
+        links = _notebook_links()
+        assert any(p.startswith("docs/") for p in links), links
+        for path in sorted(links | {"README.md", "docs/method.md"} | _committed_outputs()):
+            with urllib.request.urlopen(f"{base}/files/{urllib.parse.quote(path)}?token={token}", timeout=30) as r:
+                assert r.status == 200 and r.read() == (ROOT / path).read_bytes(), path
+        body = json.dumps(
+            {"path": NOTEBOOK.relative_to(ROOT).as_posix(), "type": "notebook", "kernel": {"name": "python3"}}
+        )
+        req = urllib.request.Request(f"{base}/api/sessions?token={token}", data=body.encode(), method="POST")
         with urllib.request.urlopen(req, timeout=30) as r:
-            kernel_id = json.load(r)["id"]
+            kernel_id = json.load(r)["kernel"]["id"]
         deadline, kernel = time.monotonic() + KERNEL_START_S, None
         while kernel is None and time.monotonic() < deadline:
             kernel = next(
