@@ -5,15 +5,17 @@ The front door::
     from olas_utils import load_model, extract_ola, OLAMaps
 
     lm = load_model("minilm-l6")                      # zoo name, local folder or Hugging Face id
-    maps = extract_ola(lm.model, lm.tokenizer, [["The", "cat", "sat", "."]], orders=(1, 2))
+    maps = extract_ola(lm, ["The cat sat.", ["A", "dog", "."]], orders=(1, 2))  # raw text or word lists
     maps["ola:1"][0]                                  # (T, T) order-1 OLA of sentence 0
+    values, mask = maps.to_numpy("ola:1")             # (B, T_max, T_max) zero-padded, (B, T_max) mask
+    maps.plot("ola:2", sentence=[0, 1], shared_scale=True)   # a matplotlib figure
 
 Importing the package does no work: the names above are loaded on first use (PEP 562);
 subpackages are imported explicitly (``from olas_utils.zoo import ...``). They are laid out
 by layer (lowest first; a layer imports only lower ones):
 
 - core (this folder): ``ola``, ``uniform``, ``architecture``, ``capture``, ``maps``, ``extract``,
-  ``align``, ``sinks`` — words → OLA maps; ``settings``, ``atomic``, ``augment``, ``fingerprint``
+  ``inputs``, ``align``, ``sinks`` — words → OLA maps; ``interop`` — bertviz, TransformerLens, nnsight; ``settings``, ``atomic``, ``augment``, ``fingerprint``
   — what every layer shares (where things are, atomic writes, augmentations, hashes);
 - ``data``: dataset readers, the similarity corpus, the TOA tasks;
 - ``zoo``: the offline model registry, preparation, loading, sanity checks, model controls;

@@ -321,7 +321,7 @@ def extract_ola(
     """
     model, tokenizer, sentences, lm_name, lm_attention = resolve_inputs(model, tokenizer, sentences)
     model_name = model_name or lm_name
-    attention = attention or lm_attention or "model"
+    attention = attention if attention is not None else (lm_attention or "model")
     mixing = _mixing_keys(mixing)
     if mixing and attention == "uniform":
         raise ValueError(

@@ -65,7 +65,7 @@ def resolve_inputs(model, tokenizer, sentences) -> ExtractionInputs:
         sentences = tokenizer if sentences is None else sentences
         name, attention = getattr(model, "name", None), getattr(model, "attention", None)
         model, tokenizer = model.model, model.tokenizer
-    elif tokenizer is None:
+    elif tokenizer is None or (sentences is None and isinstance(tokenizer, (list, tuple))):
         raise TypeError(
             "extract_ola(model, tokenizer, sentences): the tokenizer is missing; pass it, or pass a LoadedModel "
             "(olas_utils.zoo.load_model) as extract_ola(lm, sentences)"

@@ -61,6 +61,8 @@ def test_raw_strings_are_split_at_whitespace_and_tokenised_as_written(bert):
         (lambda b: extract_ola(b, "The cat sat.", progress=False), r"one string .*pass \[text\]"),
         (lambda b: extract_ola(b, b.tokenizer, WORDS, progress=False), "LoadedModel carries its tokenizer"),
         (lambda b: extract_ola(b.model, sentences=WORDS, progress=False), "tokenizer is missing"),
+        (lambda b: extract_ola(b.model, WORDS, progress=False), "tokenizer is missing"),
+        (lambda b: extract_ola(b, WORDS, progress=False, attention=""), "attention must be one of"),
         (lambda b: extract_ola(b, progress=False), "needs sentences"),
         (lambda b: extract_ola(b, ["   "], progress=False), "sentence 0 has no words"),
     ],
