@@ -190,12 +190,6 @@ def load_model(
                 f"{zoo_names_text()}."
             )
         source, display = str(folder), folder.name
-        if tokenizer is None and not any((folder / f).is_file() for f in TOKENIZER_FILES):
-            raise FileNotFoundError(
-                f"model folder {folder}: this folder has no tokenizer files: pass `tokenizer=` (a tokenizer, or the "
-                f"folder or Hugging Face id of the model's tokenizer) to load_model, or copy the tokenizer files "
-                f"({', '.join(TOKENIZER_FILES[:3])}, ...) into it"
-            )
         marker = read_marker(folder)
         if marker is not None:
             verify_folder(folder, full=False)
@@ -229,6 +223,13 @@ def load_model(
         ) from e
 
     causal = is_causal_config(config)  # raises ValueError for encoder-decoder
+    folder = Path(source)
+    if tokenizer is None and folder.is_dir() and not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        raise FileNotFoundError(
+            f"model folder {folder}: this folder has no tokenizer files: pass `tokenizer=` (a tokenizer, or the "
+            f"folder or Hugging Face id of the model's tokenizer) to load_model, or copy the tokenizer files "
+            f"({', '.join(TOKENIZER_FILES[:3])}, ...) into it"
+        )
     try:
         model = _load_weights(source, config, causal, dtype, attn_implementation)
     except Exception as e:  # noqa: BLE001 - re-raised unless it is a damaged weight file
