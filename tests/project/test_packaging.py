@@ -75,7 +75,7 @@ def wheel_metadata(tmp_path_factory):
     with zipfile.ZipFile(whl) as z:
         names = z.namelist()
         meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
-        return email.message_from_bytes(z.read(meta)), names
+        return email.message_from_bytes(z.read(meta)), names, whl
 
 
 def _requires(meta) -> dict[str | None, dict[str, str]]:
@@ -94,7 +94,7 @@ def _requires(meta) -> dict[str | None, dict[str, str]]:
 
 
 def test_the_wheel_declares_runtime_dependencies_and_extras(wheel_metadata):
-    meta, names = wheel_metadata
+    meta, names, _ = wheel_metadata
     req = _requires(meta)
     assert meta["Name"] == "olas"
     assert any(n.startswith("olas_utils/") and n.endswith("extract.py") for n in names)
@@ -153,3 +153,35 @@ def test_the_package_imports_only_what_it_declares():
     third_party = {m for m in imported if m not in sys.stdlib_module_names and m not in ("olas_utils", "__future__")}
     undeclared = sorted(m for m in third_party if _canon(dist.get(m, m)) not in declared)
     assert not undeclared, f"imported by olas_utils but not declared in pyproject.toml: {undeclared}"
+
+
+def test_a_bare_venv_resolves_the_wheel_with_the_notebooks_extra(wheel_metadata, tmp_path):
+    """`pip install olas[notebooks]` into a bare venv (no OLAS pins) resolves: pip's dry run
+    (about 40 s; it installs nothing) picks torch 2.14.1, the one this machine's disk holds, and a
+    version of every runtime and notebooks requirement that the wheel's ranges admit.
+    (The full install, 183 packages with CUDA wheels, is checked by hand: docs/install.md.)"""
+    import json
+    import subprocess
+    import sys
+
+    from packaging.specifiers import SpecifierSet
+
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    report = tmp_path / "report.json"
+    whl = wheel_metadata[2]
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--dry-run", "-q",
+         "--report", str(report), "torch==2.14.1", f"{whl}[notebooks]"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    chosen = {
+        _canon(i["metadata"]["name"]): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]
+    }
+    assert chosen["torch"] == "2.14.1" and chosen["olas"] == "0.1.0"
+    req = _requires(wheel_metadata[0])
+    for extra in (None, "notebooks"):
+        for name, spec in req[extra].items():
+            assert name in chosen, f"{name} ({extra or 'runtime'}) would not be installed"
+            assert chosen[name] in SpecifierSet(spec), (name, chosen[name], spec)
