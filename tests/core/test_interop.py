@@ -59,6 +59,7 @@ def test_bertviz_renders_real_maps_to_html(zoo_model, view):
 
     lm = zoo_model("minilm-l6")
     res = extract_ola(lm, ["The cat sat on the mat."], orders=(1, 2, 3), progress=False)
+    assert res.words == [["The", "cat", "sat", "on", "the", "mat."]]
     keys = ["ola:1", "ola:2", "ola:3"]
     html = getattr(bertviz, view)(*bertviz_attention(res, 0, keys), html_action="return").data
     assert "<script" in html
@@ -144,7 +145,13 @@ def _check(got: dict, res: OLAMaps) -> None:
 def test_ola_from_a_transformer_lens_cache_equals_extract_ola(smollm_reference):
     """TransformerLens's TransformerBridge over the local zoo folder (offline: the Hugging Face
     model and tokenizer are handed to it), run_with_cache, hook_pattern of every layer."""
-    from transformer_lens.model_bridge import TransformerBridge
+    import logging
+
+    level = logging.getLogger("transformers").level
+    try:  # importing TransformerLens sets transformers' logger to ERROR for the whole process
+        from transformer_lens.model_bridge import TransformerBridge
+    finally:
+        logging.getLogger("transformers").setLevel(level)
 
     lm, res = smollm_reference
     own = _fresh("smollm2-135m")
