@@ -377,9 +377,11 @@ def _status(g: pd.DataFrame) -> str:
         )
     loses = sum(v == LOSES for v in cond)
     beats = sum(v == BEATS for v in cond)
+    if beats == 0 and loses == 0:
+        return f"**not shown** on these models ({n} of {n} cells indistinguishable)"
     if beats == 0:
-        return f"**does not hold** ({loses} of {n} cells lose, {n - loses} indistinguishable)"
-    return f"**holds in {beats} of {n} cells** on these models ({loses} lose)"
+        return f"**does not hold**: loses in {loses} of {n} cells, indistinguishable in {n - loses}"
+    return f"**holds in {beats} of {n} cells** on these models" + (f", loses in {loses}" if loses else "")
 
 
 def _numbers(g: pd.DataFrame) -> str:

@@ -47,8 +47,9 @@ def _cells(verdicts, across):
         (["beats", "beats"], ["beats", "beats"], "holds across models"),
         (["beats", "beats"], [NOT_TESTABLE, NOT_TESTABLE], "holds on these models**; not testable across models"),
         (["beats", "beats"], ["indistinguishable", NOT_TESTABLE], "across models 0 of 1 testable"),
-        (["loses", "indistinguishable"], [NOT_TESTABLE] * 2, "does not hold** (1 of 2 cells lose"),
-        (["beats", "loses"], [NOT_TESTABLE] * 2, "holds in 1 of 2 cells"),
+        (["loses", "indistinguishable"], [NOT_TESTABLE] * 2, "does not hold**: loses in 1 of 2 cells"),
+        (["indistinguishable"] * 2, [NOT_TESTABLE] * 2, "not shown** on these models (2 of 2"),
+        (["beats", "loses"], [NOT_TESTABLE] * 2, "holds in 1 of 2 cells** on these models, loses in 1"),
     ],
 )
 def test_status_words_by_hand(verdicts, across, says):
