@@ -15,6 +15,7 @@ one thread (``OMP_NUM_THREADS=1``) on the CPU.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import re
@@ -319,23 +320,21 @@ def _committed_outputs() -> set[str]:
     return {p.relative_to(ROOT).as_posix() for p in picks if p is not None}
 
 
-@pytest.mark.browser
-def test_make_lab_serves_the_notebooks_with_the_project_kernel(tmp_path):
-    """`make lab` (the README's third command, set-up steps skipped): JupyterLab serves the
-    repository root and opens on notebooks/; every relative link in the notebooks' markdown
-    (``../docs/method.md#...``, resolved from notebooks/ as JupyterLab resolves it) opens a file the
-    lab serves, and so do the README, the executed notebooks and the figures; a notebook's kernel is
-    the venv's Python with OLAS_DATA_DIR set, running in notebooks/."""
-    import json
-
-    import psutil
-
+@contextlib.contextmanager
+def _make_lab(tmp_path: Path, data: Path):
+    """`make lab` (set-up steps skipped) on a free port with a token: yields ``(base_url, token,
+    log path)``; the server and its kernels are stopped afterwards, whatever happened."""
     if not shutil.which("make"):
         pytest.fail("make is missing: the README's commands need it")
-    port, token, data = _free_port(), secrets.token_hex(16), tmp_path / "data"
-    data.mkdir()
+    port, token = _free_port(), secrets.token_hex(16)
     runtime = tmp_path / "runtime"
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime), JUPYTER_CONFIG_DIR=str(tmp_path / "config"))
+    env = dict(
+        os.environ,
+        JUPYTER_RUNTIME_DIR=str(runtime),
+        JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+        JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "ws"),
+    )
     cmd = [
         "make",
         "-s",
@@ -356,6 +355,58 @@ def test_make_lab_serves_the_notebooks_with_the_project_kernel(tmp_path):
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for_server(proc, f"{base}/api/status?token={token}", log)
+        yield base, token, log
+    finally:
+        _kill_tree(proc, runtime)
+
+
+@pytest.mark.browser
+def test_a_docs_link_in_a_notebook_opens_the_page_in_make_lab(chromium, tmp_path):
+    """Headless Chromium in `make lab`: open notebook 02, click its first link to docs/method.md
+    in the rendered markdown, and the lab opens method.md in a tab of its own, showing its text
+    (with the lab's root at notebooks/ the link pointed outside it and the lab could not open it)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    notebook = ROOT / "notebooks" / "02_cross_lm_similarity.ipynb"
+    method_lines = {line.strip() for line in (ROOT / "docs" / "method.md").read_text().splitlines() if len(line) > 40}
+    data = tmp_path / "data"
+    data.mkdir()
+    with _make_lab(tmp_path, data) as (base, token, log), sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(ACTION_MS)
+            page.goto(f"{base}/lab/tree/notebooks/{notebook.name}?token={token}")
+            link = page.locator('.jp-RenderedMarkdown a[href*="docs/method.md"]').first
+            expect(link).to_be_visible(timeout=90_000)
+            link.click()
+            expect(page.locator(".lm-TabBar-tab", has_text="method.md").first).to_be_visible(timeout=60_000)
+            shown = page.locator("#jp-main-dock-panel .jp-MainAreaWidget:visible")
+            expect(shown.first).to_be_visible()
+            deadline, text = time.monotonic() + 60, ""
+            while time.monotonic() < deadline and not any(line in text for line in method_lines):
+                time.sleep(0.5)
+                text = "\n".join(shown.all_inner_texts())
+            assert any(line in text for line in method_lines), (text[:2000], log.read_text()[-2000:])
+            assert not page.locator(".jp-Dialog").count(), page.locator(".jp-Dialog").inner_text()
+        finally:
+            browser.close()
+
+
+@pytest.mark.browser
+def test_make_lab_serves_the_notebooks_with_the_project_kernel(tmp_path):
+    """`make lab` (the README's third command, set-up steps skipped): JupyterLab serves the
+    repository root and opens on notebooks/; every relative link in the notebooks' markdown
+    (``../docs/method.md#...``, resolved from notebooks/ as JupyterLab resolves it) opens a file the
+    lab serves, and so do the README, the executed notebooks and the figures; a notebook's kernel is
+    the venv's Python with OLAS_DATA_DIR set, running in notebooks/."""
+    import json
+
+    import psutil
+
+    data = tmp_path / "data"
+    data.mkdir()
+    with _make_lab(tmp_path, data) as (base, token, log):
         with urllib.request.urlopen(f"{base}/api/contents?token={token}", timeout=10) as r:
             top = {c["name"] for c in json.load(r)["content"]}
         assert {"README.md", "docs", "notebooks", "figures", "results"} <= top, top
@@ -390,5 +441,3 @@ def test_make_lab_serves_the_notebooks_with_the_project_kernel(tmp_path):
         assert kernel.cmdline()[0] == str(Path(sys.prefix) / "bin" / "python"), kernel.cmdline()
         assert kernel.environ().get("OLAS_DATA_DIR") == str(data)
         assert Path(kernel.cwd()) == NOTEBOOK.parent
-    finally:
-        _kill_tree(proc, runtime)
