@@ -177,7 +177,7 @@ class OLAMaps:
 
     def plot(self, key: str, sentence: int | Iterable[int] = 0, *, shared_scale: bool = False, cmap: str = "viridis"):
         """Heatmaps of one map for one or more sentences (query on the y axis, key on the x
-        axis, labelled with :meth:`labels`), one panel each, side by side.
+        axis, labelled with :meth:`labels`, every k-th label past 40), one panel each, side by side.
 
         Args:
             key: the map name (``"ola:2"``).
@@ -207,8 +207,9 @@ class OLAMaps:
         for ax, i, m in zip(axes, idx, mats):
             im = ax.imshow(m, cmap=cmap, vmin=lo, vmax=hi)
             labels = self.labels(i)
-            ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
-            ax.set_yticks(range(len(labels)), labels, fontsize=7)
+            ticks = range(0, len(labels), -(-len(labels) // 40) or 1)  # at most 40 labels an axis
+            ax.set_xticks(ticks, [labels[t] for t in ticks], rotation=90, fontsize=7)
+            ax.set_yticks(ticks, [labels[t] for t in ticks], fontsize=7)
             ax.set_title(f"{self.model_name} {key} sentence {i}", fontsize=9)
             if not shared_scale:
                 fig.colorbar(im, ax=ax, shrink=0.8)

@@ -152,3 +152,18 @@ def test_plot_draws_each_sentence_with_its_labels_and_scale():
         m.plot("ola:1", sentence=5)
     with pytest.raises(KeyError, match="available"):
         m.plot("rollout")
+
+
+def test_plot_of_a_long_sentence_labels_at_most_40_positions():
+    n = 100
+    m = dataclasses.replace(
+        _toy(),
+        maps={"ola:1": [torch.rand(n, n)]},
+        words=[[f"w{i}" for i in range(n)]],
+        word_ids=[torch.arange(n)],
+        tokens=[[f"w{i}" for i in range(n)]],
+    )
+    (ax,) = [ax for ax in m.plot("ola:1").axes if ax.images]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == [f"w{i}" for i in range(0, n, 3)]  # every 3rd: ceil(100 / 40)
+    assert list(ax.get_xticks()) == list(range(0, n, 3))
