@@ -108,10 +108,11 @@ class OLAMaps:
 
     def __repr__(self) -> str:
         sizes = [len(self.labels(i)) for i in range(len(self))]
-        span = f"{min(sizes)}-{max(sizes)}" if sizes else "0"
+        span = f"{min(sizes)}-{max(sizes)}" if sizes and min(sizes) != max(sizes) else str(max(sizes, default=0))
         unit = "words" if self.level == "word" else "tokens"
+        count = f"{len(self)} sentence{'' if len(self) == 1 else 's'}"
         return (
-            f"OLAMaps({self.model_name!r}, {len(self)} sentences of {span} {unit}, level={self.level!r}, "
+            f"OLAMaps({self.model_name!r}, {count} of {span} {unit}, level={self.level!r}, "
             f"keys={self.keys()}, causal={self.is_causal}, attention={self.attention!r})"
         )
 

@@ -110,6 +110,8 @@ def test_repr_is_one_short_line_without_tensors():
     assert r == (
         "OLAMaps('toy', 2 sentences of 2-3 words, level='word', keys=['ola:1'], causal=False, attention='model')"
     )
+    one = dataclasses.replace(_toy(), maps={"ola:1": [torch.eye(2)]}, words=[["x", "y"]], word_ids=[torch.arange(2)])
+    assert repr(one).startswith("OLAMaps('toy', 1 sentence of 2 words, level='word'")
     big = dataclasses.replace(_toy(), maps={"ola:1": [torch.rand(300, 300)] * 2})
     assert "tensor" not in repr(big) and len(repr(big)) < 200
 
