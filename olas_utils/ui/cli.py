@@ -402,6 +402,19 @@ def _check_extract(parser: argparse.ArgumentParser, args) -> None:
             parser.error(f"--npz writes {npz} beside the output, which is that file; name the output .pt")
         _check_output(parser, "--npz", str(npz), [args.input], args.overwrite)
     _check_pooling(parser, args)
+    if args.mixing:
+        from olas_utils.vocabulary import MapKey
+
+        for key in args.mixing:
+            try:
+                ok = MapKey.parse(key).on_request
+            except ValueError:
+                ok = False
+            if not ok:
+                parser.error(
+                    f"--mixing {key!r} is not a context-mixing key: give valuenorm, alti, globenc (each also with "
+                    "an order, e.g. alti:2) or flow"
+                )
     if any(k < 0 for k in args.orders):
         parser.error(f"--orders values must be >= 0, got {args.orders}")
     if args.batch_size < 1:

@@ -115,3 +115,12 @@ def test_extract_mixing_keys_and_npz_beside_pt(tmp_path):
     (tmp_path / "y.pt").unlink()
     r2 = run("extract", "-m", "minilm-l6", "-i", str(f), "-o", str(tmp_path / "y.pt"), "--npz", "-q")
     assert r2.returncode == 2 and "y.npz already exists" in r2.stderr
+
+
+@pytest.mark.parametrize("key", ["rollout", "alti:x", "nope"])
+def test_extract_refuses_a_bad_mixing_key_as_usage(tmp_path, key):
+    f = tmp_path / "s.txt"
+    f.write_text("The cat sat .\n", encoding="utf-8")
+    r = run("extract", "-m", "minilm-l6", "-i", str(f), "-o", str(tmp_path / "o.pt"), "--mixing", "alti", key)
+    assert r.returncode == 2 and f"--mixing {key!r} is not a context-mixing key" in r.stderr, r.stderr
+    assert not (tmp_path / "o.pt").exists()
