@@ -34,7 +34,7 @@ models: install
 	$(PY) -m olas_utils.zoo prepare
 
 reproduce: models
-	$(PY) -m olas_utils.ui.reproduce --profile $(PROFILE)
+	$(PY) -m olas_utils.ui.reproduce --profile $(PROFILE) --refresh-committed
 
 chromium:
 	@command -v $(CHROMIUM) >/dev/null 2>&1 || { \

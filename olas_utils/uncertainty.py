@@ -46,6 +46,7 @@ __all__ = [
     "CONFIDENCE",
     "INDISTINGUISHABLE",
     "LOSES",
+    "MIN_ITEMS",
     "N_RESAMPLES",
     "VERDICTS",
     "Interval",
@@ -69,6 +70,10 @@ N_RESAMPLES = 4000
 #: Seed of the resampling generator (each interval draws from its own generator seeded
 #: with it, so a table's intervals do not depend on the order they are computed in).
 BOOTSTRAP_SEED = 20251202
+#: The fewest items (chunks, images, sentences) an interval or a verdict is computed from: with
+#: fewer, the bootstrap cannot resample a spread (one item drawn n times is itself) and a margin
+#: of 1 against 0 on one item would read "beats" at p = 0.0005.
+MIN_ITEMS = 5
 #: The three verdicts, as tables write them.
 BEATS, INDISTINGUISHABLE, LOSES = "beats", "indistinguishable", "loses"
 VERDICTS = (BEATS, INDISTINGUISHABLE, LOSES)
@@ -136,8 +141,17 @@ def _weighted_sums(x: np.ndarray, ws: list[np.ndarray]) -> np.ndarray:
     return np.einsum(spec, x, *ws, optimize=True)
 
 
+def _check_items(shape: tuple, name: str) -> None:
+    if shape[-1] < MIN_ITEMS:
+        raise ValueError(
+            f"{name} has {shape[-1]} item(s) on its last axis: a bootstrap over fewer than {MIN_ITEMS} items cannot "
+            "give a 95 % interval or a verdict (one item resampled is always itself); collect more items"
+        )
+
+
 def _check_pair(num, den, name: str) -> tuple[np.ndarray, np.ndarray | None]:
     n = _as_array(num, name)
+    _check_items(n.shape, name)
     if den is None:
         return n, None
     d = _as_array(den, f"{name}'s den")
@@ -222,9 +236,9 @@ def interval(
         :class:`Interval`, in ``num``'s units (fractions stay fractions).
 
     Raises:
-        ValueError: an empty array, NaN/inf cells, a ``den`` of another shape, negative
-            or all-zero denominators, ``confidence`` outside (0, 1), fewer than 100
-            resamples.
+        ValueError: an empty array, fewer than :data:`MIN_ITEMS` items, NaN/inf cells, a
+            ``den`` of another shape, negative or all-zero denominators, ``confidence``
+            outside (0, 1), fewer than 100 resamples.
     """
     return _bootstrap([_check_pair(num, den, "num")], [1.0], confidence=confidence, n_resamples=n_resamples, seed=seed)
 
@@ -330,12 +344,17 @@ def _check_counts(counts, name: str) -> tuple[list[np.ndarray], bool, bool]:
         if not counts:
             raise ValueError(f"{name} is an empty list of pairs")
         arrs = [_as_array(c, f"{name}[{i}]") for i, c in enumerate(counts)]
+        for i, a in enumerate(arrs):
+            if a.ndim == 3:
+                _check_items(a.shape[:-1], f"{name}[{i}]")
         if any(a.ndim != 3 for a in arrs):
             raise ValueError(
                 f"{name} must list one (runs, items, k) array per pair, got shapes {[a.shape for a in arrs]}"
             )
         return arrs, True, True
     c = _as_array(counts, name)
+    if c.ndim in (2, 3):
+        _check_items(c.shape[:-1], name)
     if c.ndim not in (2, 3):
         raise ValueError(
             f"{name} must be (items, k) or (runs, items, k) counts, or a list of (runs, items, k) arrays (one per "

@@ -21,6 +21,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from olas_utils.across_models import NOT_TESTABLE
 from olas_utils.atomic import write_text_atomic
 from olas_utils.settings import project_root
 from olas_utils.studies.crosslm_report import control_name, distinct_cells
@@ -45,6 +46,13 @@ def _read(folder: Path, stem: str, needs: tuple[str, ...]) -> pd.DataFrame | Non
         df = pd.read_csv(path, keep_default_na=False, na_values=[""])
     except pd.errors.EmptyDataError:  # an empty table (no row, no column): nothing to quote
         return None
+    for col in [c for c in df.columns if c == "verdict" or c.endswith((" verdict", "_verdict"))]:
+        unknown = sorted({str(x) for x in df[col].dropna()} - KNOWN_VERDICTS)
+        if unknown:
+            raise ValueError(
+                f"{path}: column {col!r} holds {unknown}, which are not verdicts ({sorted(KNOWN_VERDICTS)}): the table "
+                "is damaged or edited; regenerate it (python -m olas_utils.studies.restat --results-dir <folder>)"
+            )
     return df if set(needs) <= set(df.columns) else "old"
 
 
@@ -58,9 +66,26 @@ def _pts(est: float, low: float, high: float) -> str:
     return f"{est:+.1f} [{low:+.1f}, {high:+.1f}]"
 
 
+#: The verdict labels a table may hold; anything else is refused, never counted as "not beats".
+KNOWN_VERDICTS = frozenset({BEATS, INDISTINGUISHABLE, LOSES, NOT_TESTABLE, "-"})
+
+
+#: The tables a summary cannot do without: the main verdicts of notebooks 02, 03 and 04.
+REQUIRED_TABLES = ("02_verdict", "03_parser_controls", "04_verdict")
+
+
 def _tally(verdicts) -> str:
-    """``"2 of 12 (9 indistinguishable, 1 lose)"``: beats first, as the claims are stated."""
+    """``"2 of 12 (9 indistinguishable, 1 lose)"``: beats first, as the claims are stated.
+
+    Raises:
+        ValueError: a label that is not a verdict (a damaged or hand-edited table)."""
     v = list(verdicts)
+    unknown = sorted({str(x) for x in v} - KNOWN_VERDICTS)
+    if unknown:
+        raise ValueError(
+            f"verdict labels {unknown} are not verdicts ({sorted(KNOWN_VERDICTS)}): the table is damaged or edited; "
+            "regenerate it (python -m olas_utils.studies.restat --results-dir <folder>)"
+        )
     return f"{v.count(BEATS)} of {len(v)} ({v.count(INDISTINGUISHABLE)} indistinguishable, {v.count(LOSES)} lose)"
 
 
@@ -299,7 +324,9 @@ def results_summary(results_dir: str | Path | None = None) -> str:
 
     Raises:
         FileNotFoundError: ``results_dir`` does not exist.
-        ValueError: a transfer verdict row whose counts do not sum to its targets.
+        ValueError: a transfer verdict row whose counts do not sum to its targets; a folder
+            without one of :data:`REQUIRED_TABLES` (no summary from a partial set); a verdict
+            label that is not one.
     """
     folder = Path(results_dir) if results_dir else project_root() / "results"
     if not folder.is_dir():
@@ -312,6 +339,12 @@ def results_summary(results_dir: str | Path | None = None) -> str:
     for profile in TRANSFER_PROFILES:
         if (folder / profile).is_dir():
             lines += _transfer(folder / profile, profile, repeats=_read(folder, "04_verdict", ("TOA beats",)))
+    missing = [t for t in REQUIRED_TABLES if _read(folder, t, ()) is None]
+    if missing or not lines:
+        raise ValueError(
+            f"{folder} lacks the verdict tables {missing or list(REQUIRED_TABLES)}: no summary from a partial or empty "
+            "set of tables (run make reproduce, or python -m olas_utils.studies.restat on a folder with per-item files)"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -123,3 +123,17 @@ def test_no_verdict_from_a_nan_p_value():
         verdicts([m, bad])
     with pytest.raises(ValueError, match="NaN"):
         sign_flip_p([0.1, float("nan")])
+
+
+def test_no_interval_or_verdict_from_fewer_than_the_minimum_items():
+    from olas_utils.uncertainty import MIN_ITEMS, interval, interval_of, ratio
+
+    with pytest.raises(ValueError, match="item"):
+        verdicts([item_margin([1.0], [0.0])])  # one item: it was "beats" at p = 0.0005
+    with pytest.raises(ValueError, match="item"):
+        interval([1.0])
+    with pytest.raises(ValueError, match="item"):
+        item_margin(np.ones((1, 1)), np.zeros((1, 1)))  # one pair, one chunk
+    with pytest.raises(ValueError, match="item"):
+        interval_of(ratio, np.ones((MIN_ITEMS - 1, 2)))
+    assert interval(np.r_[np.ones(MIN_ITEMS), np.zeros(MIN_ITEMS)]).estimate == 0.5

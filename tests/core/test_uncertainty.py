@@ -68,12 +68,12 @@ def test_resampling_pairs_and_chunks_covers_where_items_alone_do_not():
 
 
 def test_ratio_of_sums_is_the_corpus_metric():
-    correct = np.array([[3, 5, 0, 7], [2, 5, 1, 6]], float)
-    words = np.array([[4, 6, 2, 8], [4, 6, 2, 8]], float)
+    correct = np.array([[3, 5, 0, 7, 1], [2, 5, 1, 6, 2]], float)
+    words = np.array([[4, 6, 2, 8, 3], [4, 6, 2, 8, 3]], float)
     iv = interval(correct, words, n_resamples=500)
     assert iv.estimate == pytest.approx(correct.sum() / words.sum())
     assert iv.low <= iv.estimate <= iv.high
-    assert iv.shape == (2, 4)
+    assert iv.shape == (2, 5)
 
 
 def test_paired_margin_cancels_shared_difficulty():
@@ -123,9 +123,9 @@ def test_bad_inputs_are_refused():
     with pytest.raises(ValueError, match="NaN"):
         interval([0.1, float("nan")])
     with pytest.raises(ValueError, match="same cells"):
-        margin(np.ones((2, 3)), np.ones((3, 2)))
+        margin(np.ones((2, 6)), np.ones((3, 6)))
     with pytest.raises(ValueError, match="den"):
-        interval(np.ones(3), np.ones(4))
+        interval(np.ones(6), np.ones(7))
     with pytest.raises(ValueError, match="non-empty"):
         interval([])
     with pytest.raises(ValueError, match="alpha"):

@@ -152,3 +152,26 @@ def test_cross_family_rows_name_their_folder_and_a_lineage_on_both_sides(results
         in text
     )
     assert "over 2 pairs against" in text and "between different lineages (6 pairs)" in text and "— beats." in text
+
+
+def test_no_summary_from_an_empty_or_partial_folder_and_the_page_is_left_alone(results, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="no summary from a partial or empty set"):
+        summary.results_summary(empty)
+    page = tmp_path / "page.md"
+    page.write_text(f"# T\n{summary.START}\nkept\n{summary.END}\n")
+    with pytest.raises(ValueError, match="no summary"):
+        summary.update_readme(page, empty)
+    assert "kept" in page.read_text()
+    (results / "03_parser_controls.csv").unlink()
+    with pytest.raises(ValueError, match="03_parser_controls"):
+        summary.results_summary(results)
+
+
+def test_an_unknown_verdict_label_is_refused_not_counted(results):
+    v = pd.read_csv(results / "02_verdict.csv")
+    v["verdict"] = "maybe"
+    v.to_csv(results / "02_verdict.csv", index=False)
+    with pytest.raises(ValueError, match="'maybe'"):
+        summary.results_summary(results)
