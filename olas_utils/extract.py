@@ -122,6 +122,8 @@ def parse_key(key: str, num_layers: int) -> tuple[str, int | None]:
 def _mixing_keys(mixing: Iterable[str]) -> list[str]:
     """The on-request keys (context mixing, attention flow) as canonical names, each once, in the
     given order (no model needed)."""
+    if mixing is None:
+        raise TypeError("mixing must be a collection of keys; for none pass mixing=() (the default), not None")
     if isinstance(mixing, (str, bytes, MapKey)) or not isinstance(mixing, Iterable):
         raise TypeError(f"mixing must be a collection of keys, e.g. mixing=({str(mixing)!r},), got {mixing!r}")
     out: list[str] = []

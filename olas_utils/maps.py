@@ -55,6 +55,13 @@ def _describe(t: torch.Tensor) -> list:
     return [str(t.dtype).removeprefix("torch."), list(t.shape)]
 
 
+def _version_tuple(version: str) -> tuple[int, ...]:
+    """``"0.12.3rc1"`` → ``(0, 12, 3)``: the numeric release parts, for ordering versions."""
+    import re
+
+    return tuple(int(m.group()) if (m := re.match(r"\d+", part)) else 0 for part in version.split(".")[:3])
+
+
 @dataclass
 class OLAMaps:
     """OLA and baselines for a list of sentences from one model (the model is not held).
@@ -367,6 +374,11 @@ class OLAMaps:
             ) from e
         if not isinstance(data, dict) or "maps" not in data or "library_version" not in data:
             raise ValueError(f"{path} is not an OLAS maps file (written by OLAMaps.save)")
+        if _version_tuple(str(data["library_version"])) > _version_tuple(__version__):
+            raise ValueError(
+                f"{path} was written by a newer OLAS ({data['library_version']}) than this one ({__version__}): "
+                "upgrade OLAS to read it (pip install -U .)"
+            )
         recorded = data.pop(CONTENT_KEY, None)
         try:
             maps = cls(**data)
