@@ -66,6 +66,9 @@ def resolve_inputs(model, tokenizer, sentences) -> ExtractionInputs:
         name, attention = getattr(model, "name", None), getattr(model, "attention", None)
         model, tokenizer = model.model, model.tokenizer
     elif tokenizer is None or (sentences is None and isinstance(tokenizer, (list, tuple))):
+        from olas_utils.architecture import check_model
+
+        check_model(model)  # a model OLAS cannot read is the first thing to say
         raise TypeError(
             "extract_ola(model, tokenizer, sentences): the tokenizer is missing; pass it, or pass a LoadedModel "
             "(olas_utils.zoo.load_model) as extract_ola(lm, sentences)"
