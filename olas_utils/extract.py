@@ -183,6 +183,15 @@ def length_buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
 
 
 def _causality_mismatch(model: torch.nn.Module, causal: bool) -> None:
+    params = next(model.parameters(), None)
+    if causal and params is not None and params.dtype == torch.float16:
+        # a causal mask is added as float16's lowest value: scores past 65,504 overflow it
+        raise FloatingPointError(
+            f"{type(model).__name__} runs in float16 and its causal attention put weight above the diagonal: its "
+            "attention scores most likely overflowed past the causal mask (float16 holds at most 65,504). No map "
+            "was made from it. Load the model in float32 or bfloat16 (load_model(name, dtype=torch.float32) or "
+            "torch.bfloat16); if it does the same there, its config declares causal attention it does not apply"
+        )
     why = declared_bidirectional(model.config) if not causal else f"class {type(model).__name__}"
     seen = "causal: no weight above the diagonal" if causal is False else "bidirectional: weight above the diagonal"
     raise ValueError(

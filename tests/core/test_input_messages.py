@@ -26,3 +26,43 @@ def test_mixing_none_suggests_an_empty_tuple():
     with pytest.raises(TypeError, match=r"mixing=\(\)") as e:
         _mixing_keys(None)
     assert "'None'" not in str(e.value)
+
+
+def test_float16_overflow_past_the_causal_mask_is_named_not_called_a_causality_setting():
+    """A tiny Llama (toy model: an edge case) whose query/key/MLP weights are scaled so float16
+    scores overflow: the causal mask no longer holds, and the error says overflow."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from olas_utils import extract_ola
+
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_implementation="eager",
+        pad_token_id=63,
+        bos_token_id=61,
+        eos_token_id=62,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if any(k in name for k in ("q_proj", "k_proj", "up_proj", "down_proj")):
+                p.mul_(3000.0)
+    vocab = {f"w{i}": i for i in range(60)} | {"[UNK]": 60, "<s>": 61, "</s>": 62, "[PAD]": 63}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", bos_token="<s>", eos_token="</s>"
+    )
+    sents = [[f"w{i}" for i in range(10)], [f"w{i}" for i in range(4)]]
+    # in float32 the same weights keep the mask: the maps are causal and finite
+    ok = extract_ola(model.model, tokenizer, sents, orders=(1,), check_tokenizer=False)
+    assert torch.isfinite(ok["ola:1"][0]).all() and torch.triu(ok["ola:1"][0], 1).abs().max() == 0
+    with pytest.raises(FloatingPointError, match="float16.*overflowed"):
+        extract_ola(model.half().model, tokenizer, sents, orders=(1,), check_tokenizer=False)
