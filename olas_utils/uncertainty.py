@@ -118,7 +118,13 @@ class Interval:
 
 
 def _as_array(x, name: str) -> np.ndarray:
-    a = np.asarray(x, dtype=np.float64)
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(
+            f"{name} must hold numbers (per-item outcomes: 0/1 hits, counts or scores), got {type(x).__name__} "
+            f"{str(x)[:60]!r} ({e})"
+        ) from None
     if a.ndim == 0 or a.size == 0:
         raise ValueError(f"{name} must be a non-empty array with items on its last axis, got shape {a.shape}")
     if not np.isfinite(a).all():

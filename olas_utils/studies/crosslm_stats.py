@@ -82,6 +82,12 @@ def outcome_array(
             a complete grid), or a (unit, chunk) appears twice.
     """
     units = list(units)
+    bad = items["rank"].isna() | items["chunk"].isna()
+    if bad.any():
+        raise ValueError(
+            f"{int(bad.sum())} item(s) have no rank or chunk (NaN), e.g. {items[bad].iloc[0].to_dict()}: the items "
+            "file is damaged or was edited; regenerate it with the notebook that wrote it"
+        )
     keys = [tuple(r) for r in items[units].astype(object).itertuples(index=False, name=None)]
     labels = list(dict.fromkeys(keys))
     index = {u: i for i, u in enumerate(labels)}

@@ -46,6 +46,11 @@ def _read(folder: Path, stem: str, needs: tuple[str, ...]) -> pd.DataFrame | Non
         df = pd.read_csv(path, keep_default_na=False, na_values=[""])
     except pd.errors.EmptyDataError:  # an empty table (no row, no column): nothing to quote
         return None
+    except pd.errors.ParserError as e:
+        raise ValueError(
+            f"{path} is not a readable table ({str(e).splitlines()[0]}): it is truncated or damaged; regenerate it "
+            "(python -m olas_utils.studies.restat --results-dir <folder>)"
+        ) from None
     for col in [c for c in df.columns if c == "verdict" or c.endswith((" verdict", "_verdict"))]:
         unknown = sorted({str(x) for x in df[col].dropna()} - KNOWN_VERDICTS)
         if unknown:

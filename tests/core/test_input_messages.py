@@ -66,3 +66,20 @@ def test_float16_overflow_past_the_causal_mask_is_named_not_called_a_causality_s
     assert torch.isfinite(ok["ola:1"][0]).all() and torch.triu(ok["ola:1"][0], 1).abs().max() == 0
     with pytest.raises(FloatingPointError, match="float16.*overflowed"):
         extract_ola(model.half().model, tokenizer, sents, orders=(1,), check_tokenizer=False)
+
+
+def test_statistics_name_what_is_wrong_with_their_input(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    from olas_utils.studies import crosslm_stats, summary
+    from olas_utils.uncertainty import interval
+
+    with pytest.raises(ValueError, match="must hold numbers"):
+        interval(["a", "b", "c", "d", "e"])
+    items = pd.DataFrame({"target": ["a"] * 6, "source": ["b"] * 6, "chunk": range(6), "rank": [0, 1, np.nan, 0, 2, 0]})
+    with pytest.raises(ValueError, match="1 item.*no rank or chunk"):
+        crosslm_stats.outcome_array(items)
+    (tmp_path / "02_verdict.csv").write_text('protocol,family,verdict\npaper,encoder,"beats\n')
+    with pytest.raises(ValueError, match="02_verdict.csv is not a readable table"):
+        summary.results_summary(tmp_path)
