@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from olas_utils.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES
+from olas_utils.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES, holm_reject
 
 __all__ = [
     "CONDITIONAL",
@@ -321,9 +321,7 @@ def across_verdicts(readings: Sequence[ModelReading | None], *, alpha: float = A
         idx.append(i)
     if not idx:
         return out
-    from statsmodels.stats.multitest import multipletests
-
-    reject = multipletests([readings[i].p_value for i in idx], alpha=alpha, method="holm")[0]
+    reject = holm_reject([readings[i].p_value for i in idx], alpha=alpha)
     for i, rej in zip(idx, reject):
         e = readings[i].estimate
         out[i] = (BEATS if e > 0 else LOSES) if rej and e != 0 else INDISTINGUISHABLE

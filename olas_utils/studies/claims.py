@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from olas_utils.across_models import ACROSS_MODELS, CONDITIONAL, NOT_TESTABLE
-from olas_utils.uncertainty import ALPHA, BEATS, INDISTINGUISHABLE, LOSES
+from olas_utils.uncertainty import ALPHA, BEATS, INDISTINGUISHABLE, LOSES, holm_reject
+from olas_utils.vocabulary import Control
 
 __all__ = [
     "CLAIMS",
@@ -50,7 +51,7 @@ CLAIMS: dict[str, str] = {
 }
 #: Where each profile's committed outputs live, relative to the results root.
 PROFILE_FOLDERS = {"quick": ".", "mixing": "mixing", "flow": "flow", "wide": "wide"}
-_WEIGHT_CONTROLS = ("random", "half-random", "shuffled")
+_WEIGHT_CONTROLS = tuple(c.ident for c in (Control.RANDOM_WEIGHTS, Control.HALF_RANDOM, Control.SHUFFLED_LAYERS))
 _PROTOCOL = "paper"
 
 
@@ -106,7 +107,7 @@ def _retrieval_rows(folder: Path, profile: str) -> list[dict]:
                     f"{r.pairs} pairs × {r.chunks} chunks",
                 )
             )
-        trained = items[items.control == "none"]
+        trained = items[items.control == Control.TRAINED.ident]
         for ctrl in _WEIGHT_CONTROLS:
             sub = pd.concat([trained, items[items.control == ctrl]])
             v = crosslm_stats.verdict_frame(sub)
@@ -260,13 +261,11 @@ def _transfer_rows(folder: Path, profile: str) -> list[dict]:
 def holm_verdicts(estimates: Sequence[float], p_values: Sequence[float], *, alpha: float = ALPHA) -> list[str]:
     """Three-way verdicts, Holm over the finite p-values; a NaN p-value (a cell without that
     reading's test, e.g. too few models) reads :data:`NOT_TESTABLE` and takes no part."""
-    from statsmodels.stats.multitest import multipletests
-
     e, p = np.asarray(estimates, float), np.asarray(p_values, float)
     out = [NOT_TESTABLE] * len(p)
     idx = np.flatnonzero(np.isfinite(p))
     if idx.size:
-        reject = multipletests(p[idx], alpha=alpha, method="holm")[0]
+        reject = holm_reject(p[idx], alpha=alpha)
         for i, r in zip(idx, reject):
             out[i] = (BEATS if e[i] > 0 else LOSES) if r and e[i] != 0 else INDISTINGUISHABLE
     return out

@@ -137,3 +137,16 @@ def test_no_interval_or_verdict_from_fewer_than_the_minimum_items():
     with pytest.raises(ValueError, match="item"):
         interval_of(ratio, np.ones((MIN_ITEMS - 1, 2)))
     assert interval(np.r_[np.ones(MIN_ITEMS), np.zeros(MIN_ITEMS)]).estimate == 0.5
+
+
+def test_holm_reject_equals_statsmodels_on_random_and_tied_p_values():
+    from olas_utils.uncertainty import holm_reject
+
+    rng = np.random.default_rng(11)
+    for m in (1, 2, 5, 36):
+        for _ in range(200):
+            p = rng.choice([0.0005, 0.001, 0.004, 0.01, 0.02, 0.04, 0.2, 0.9], size=m) * rng.choice([1, 1, 0.5], size=m)
+            expect = multipletests(p, alpha=0.05, method="holm")[0]
+            assert (holm_reject(p, alpha=0.05) == expect).all(), p
+    with pytest.raises(ValueError, match="NaN"):
+        holm_reject([0.01, float("nan")])

@@ -15,7 +15,7 @@ from olas_utils.studies import calibration as cal
 from olas_utils.uncertainty import ALPHA
 
 ROOT = Path(__file__).resolve().parents[2]
-REPLICATES = 150
+REPLICATES = 100
 
 
 def _own_unit_rows_pass(frame: pd.DataFrame) -> None:
