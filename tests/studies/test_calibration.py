@@ -66,10 +66,14 @@ def test_synthetic_pair_tables_are_calibrated_at_every_unit_of_each_reading():
 
 
 def test_synthetic_seed_tables_are_calibrated_at_the_seed():
-    frame = pd.DataFrame(cal.calibrate_seeds(replicates=REPLICATES, seed=9))
-    _own_unit_rows_pass(frame)
-    old = frame[(frame.reading == CONDITIONAL) & (frame.null_unit == "seed")].iloc[0]
+    _own_unit_rows_pass(pd.DataFrame(cal.calibrate_seeds(replicates=REPLICATES, seed=9)))  # 8 seeds: testable
+    # 3 seeds with a parser-like spread: the item bootstrap read "for this recipe" fails; the seed reading
+    # says not testable (2/2**3 = 0.25) instead of a verdict
+    three = pd.DataFrame(cal.calibrate_seeds(seeds=3, sd_seed=1.0, replicates=REPLICATES, seed=9))
+    _own_unit_rows_pass(three)
+    old = three[(three.reading == CONDITIONAL) & (three.null_unit == "seed")].iloc[0]
     assert old.per_cell_false_rate > ALPHA + cal.mc_tolerance(ALPHA, REPLICATES)
+    assert (three[three.reading == cal.ACROSS_SEEDS].testable_share == 0).all()
 
 
 def test_the_committed_retrieval_items_under_a_target_model_null():
