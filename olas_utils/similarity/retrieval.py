@@ -164,9 +164,10 @@ def retrieval_ranks(
     """The rank of every target image's true match, for every ordered pair of models.
 
     For target T and source S, each image i of T queries all images of S; its outcome is the
-    0-based rank of S's image i (:func:`true_match_ranks` with ``ties``). Both metrics are
-    symmetric, so each unordered pair is computed once and its transpose serves the other
-    direction. :func:`retrieval_table` is the reduction of these ranks to Hit@k.
+    0-based rank of S's image i (:func:`true_match_ranks` with ``ties``), from the matrix
+    ``metric(T's images, S's images)`` of that ordered pair: both metrics are symmetric in exact
+    arithmetic but not in float32 for near-constant images, so each direction is computed in
+    its own orientation. :func:`retrieval_table` is the reduction of these ranks to Hit@k.
 
     Args:
         images_by_model: ``{model: (n, H, W) or (n, C, H, W) images}``, the same chunks in
@@ -193,21 +194,18 @@ def retrieval_ranks(
     shapes = {n: tuple(np.shape(images_by_model[n])) for n in names}
     if len(set(shapes.values())) != 1:
         raise ValueError(f"all models need the same number and shape of images, got {shapes}")
-    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
-    sims: dict[tuple[str, str], torch.Tensor] = {}
-    for a, b in tqdm(pairs, desc=f"retrieval ({metric})", disable=not progress, unit="pair"):
-        if metric == "ssim":
-            sims[a, b] = ssim_matrix(images_by_model[a], images_by_model[b], **ssim_kwargs).cpu()
-        else:
-            sims[a, b] = pearson_matrix(images_by_model[a], images_by_model[b]).cpu()
+    # every ordered pair in its own orientation, (target, source): SSIM in float32 is not symmetric to
+    # the last digits for near-constant images (the tokenizer-only control's), so a transposed (source,
+    # target) matrix can order near-equal scores differently from the documented ssim_matrix(target, source)
+    pairs = [(t, s) for t in names for s in names if s != t]
     rows = []
-    for t in names:
-        for s in names:
-            if s == t:
-                continue
-            sim = sims[t, s] if (t, s) in sims else sims[s, t].t()
-            ranks = true_match_ranks(sim, ties=ties)
-            rows.append({"target": t, "source": s, "metric": metric, "n": int(sim.shape[0]), "ranks": ranks})
+    for t, s in tqdm(pairs, desc=f"retrieval ({metric})", disable=not progress, unit="pair"):
+        if metric == "ssim":
+            sim = ssim_matrix(images_by_model[t], images_by_model[s], **ssim_kwargs).cpu()
+        else:
+            sim = pearson_matrix(images_by_model[t], images_by_model[s]).cpu()
+        ranks = true_match_ranks(sim, ties=ties)
+        rows.append({"target": t, "source": s, "metric": metric, "n": int(sim.shape[0]), "ranks": ranks})
     return rows
 
 
