@@ -83,6 +83,14 @@ def _across(r) -> dict:
     }
 
 
+def _pairs_row(claim: str, cell: str, profile: str, table: str, r) -> dict:
+    """A primary cell from a row of a retrieval verdict or key-margin table (pairs × chunks)."""
+    return _row(
+        claim, cell, r.family, profile, table, r.margin, r.margin_low, r.margin_high, r.p, _across(r),
+        f"{r.pairs} pairs × {r.chunks} chunks",
+    )  # fmt: skip
+
+
 def _retrieval_rows(folder: Path, profile: str) -> list[dict]:
     from olas_utils.studies import crosslm_stats
 
@@ -91,60 +99,23 @@ def _retrieval_rows(folder: Path, profile: str) -> list[dict]:
     rows = []
     if profile == "quick":
         v = crosslm_stats.verdict_frame(items)
-        for _, r in v[v.key == "ola:1"].iterrows():
-            rows.append(
-                _row(
-                    "C1",
-                    "retrieval Hit@1, OLA:1 − every control",
-                    r.family,
-                    profile,
-                    "02_verdict",
-                    r.margin,
-                    r.margin_low,
-                    r.margin_high,
-                    r.p,
-                    _across(r),
-                    f"{r.pairs} pairs × {r.chunks} chunks",
-                )
-            )
+        rows += [
+            _pairs_row("C1", "retrieval Hit@1, OLA:1 − every control", profile, "02_verdict", r)
+            for _, r in v[v.key == "ola:1"].iterrows()
+        ]
         trained = items[items.control == Control.TRAINED.ident]
         for ctrl in _WEIGHT_CONTROLS:
-            sub = pd.concat([trained, items[items.control == ctrl]])
-            v = crosslm_stats.verdict_frame(sub)
-            for _, r in v[v.key == "ola:1"].iterrows():
-                rows.append(
-                    _row(
-                        "C2",
-                        f"retrieval Hit@1, OLA:1 − {ctrl}",
-                        r.family,
-                        profile,
-                        "02_retrieval_items",
-                        r.margin,
-                        r.margin_low,
-                        r.margin_high,
-                        r.p,
-                        _across(r),
-                        f"{r.pairs} pairs × {r.chunks} chunks",
-                    )
-                )
+            v = crosslm_stats.verdict_frame(pd.concat([trained, items[items.control == ctrl]]))
+            rows += [
+                _pairs_row("C2", f"retrieval Hit@1, OLA:1 − {ctrl}", profile, "02_retrieval_items", r)
+                for _, r in v[v.key == "ola:1"].iterrows()
+            ]
     k = crosslm_stats.key_margin_frame(items)
     skip = {"quick": (), "mixing": ("rollout", "layer:0", "layer:-1"), "flow": ("rollout",)}[profile]
-    for _, r in k[~k.key.isin(skip)].iterrows():
-        rows.append(
-            _row(
-                "B",
-                f"retrieval Hit@1, OLA:1 − {r.key}",
-                r.family,
-                profile,
-                "02_key_margins",
-                r.margin,
-                r.margin_low,
-                r.margin_high,
-                r.p,
-                _across(r),
-                f"{r.pairs} pairs × {r.chunks} chunks",
-            )
-        )
+    rows += [
+        _pairs_row("B", f"retrieval Hit@1, OLA:1 − {r.key}", profile, "02_key_margins", r)
+        for _, r in k[~k.key.isin(skip)].iterrows()
+    ]
     return rows
 
 
