@@ -35,6 +35,7 @@ __all__ = [
     "sha256_file_once",
     "sha256_stream",
     "sha256_tree",
+    "check_recorded_sha256",
     "seed_from",
     "library_versions",
     "safe_name",
@@ -203,3 +204,32 @@ def safe_name(name: str) -> str:
     ``[A-Za-z0-9._+-]`` become ``_``, leading/trailing dots and underscores are dropped;
     ``"model"`` if nothing remains (e.g. ``"Qwen/Qwen2.5-0.5B"`` → ``"Qwen_Qwen2.5-0.5B"``)."""
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", name).strip("._") or "model"
+
+
+def check_recorded_sha256(data: dict, *, what: str, verify: bool = True, key: str = "content_sha256") -> None:
+    """Pop the content hash ``data[key]`` that a saved artefact recorded and check it against
+    :func:`sha256_tree` of the rest of ``data`` (in place: ``data`` loses ``key``).
+
+    Args:
+        data: the loaded artefact (a dict of tensors and plain values).
+        what: how the messages name it, e.g. ``"the TOA model file maps.pt"``.
+        verify: False reads a damaged or hashless artefact with a warning instead of refusing.
+        key: the field holding the recorded hash.
+
+    Raises:
+        ValueError: (``verify``) no hash is recorded, or the content differs from it, saying
+            to train and save it again or to pass ``verify=False``.
+    """
+    recorded = data.pop(key, None)
+    if recorded == sha256_tree(data):
+        return
+    why = (
+        f"{what} records no content hash (written by OLAS before these hashes)"
+        if recorded is None
+        else f"{what} is damaged: its content differs from the SHA-256 it recorded"
+    )
+    if verify:
+        raise ValueError(f"{why}; train and save it again, or pass verify=False to read it as it is")
+    import warnings
+
+    warnings.warn(f"{why}; read anyway (verify=False)", UserWarning, stacklevel=3)

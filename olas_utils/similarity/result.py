@@ -117,23 +117,12 @@ class ClassifierResult:
             ValueError: if the file is not an OLAS classifier checkpoint of a known format, or
                 (``verify``) it is damaged or records no content hash.
         """
-        from olas_utils.fingerprint import sha256_tree
+        from olas_utils.fingerprint import check_recorded_sha256
 
         ck = torch.load(Path(path), map_location="cpu", weights_only=True)
         if not isinstance(ck, dict) or ck.get("kind") != "olas.classifier" or ck.get("format") != _CHECKPOINT_FORMAT:
             raise ValueError(f"{path} is not an OLAS classifier checkpoint (format {_CHECKPOINT_FORMAT})")
-        recorded = ck.pop("content_sha256", None)
-        if recorded != sha256_tree(ck):
-            why = (
-                f"the classifier checkpoint {path} records no content hash (written by OLAS before these hashes)"
-                if recorded is None
-                else f"the classifier checkpoint {path} is damaged: its content differs from the SHA-256 it recorded"
-            )
-            if verify:
-                raise ValueError(f"{why}; train and save it again, or pass verify=False to read it as it is")
-            import warnings
-
-            warnings.warn(f"{why}; read anyway (verify=False)", UserWarning, stacklevel=2)
+        check_recorded_sha256(ck, what=f"the classifier checkpoint {path}", verify=verify)
         meta = dict(ck["meta"])
         meta["image_size"] = tuple(meta["image_size"])
         meta["train_models"] = tuple(meta["train_models"])

@@ -221,20 +221,9 @@ class TOAModel(nn.Module):
             raise ValueError(f"{path} is not a readable TOA model ({e})") from e
         if not isinstance(data, dict) or data.get("format") != "olas-toa-1":
             raise ValueError(f"{path} is not a TOA model written by TOAModel.save")
-        from olas_utils.fingerprint import sha256_tree
+        from olas_utils.fingerprint import check_recorded_sha256
 
-        recorded = data.pop("content_sha256", None)
-        if recorded != sha256_tree(data):
-            why = (
-                f"the TOA model file {path} records no content hash (written by OLAS before these hashes)"
-                if recorded is None
-                else f"the TOA model file {path} is damaged: its content differs from the SHA-256 it recorded"
-            )
-            if verify:
-                raise ValueError(f"{why}; train and save it again, or pass verify=False to read it as it is")
-            import warnings
-
-            warnings.warn(f"{why}; read anyway (verify=False)", UserWarning, stacklevel=2)
+        check_recorded_sha256(data, what=f"the TOA model file {path}", verify=verify)
         model = cls(AdapterConfig(**data["adapter"]), data["kind"], data["n_classes"], **data["head_kwargs"])
         model.load_state_dict(data["state"])
         return model.eval(), data["metadata"]
