@@ -37,12 +37,12 @@ Every prediction is scored with :func:`olas_utils.similarity.evaluation.class_ra
 when the true chunk scores highest; ties: the first index wins, as ``argmax``).
 
 Reported per (design, family, key, target): held-out-source top-1 with a 95 % bootstrap
-interval (:func:`olas_utils.uncertainty.interval` over the (seed, image) outcomes: images and
+interval (:func:`olas_utils.stats.uncertainty.interval` over the (seed, image) outcomes: images and
 seeds resampled), epochs run / chosen epoch (or ``C``) per seed and how many runs the cap
 stopped while still at their best, and, apart, the target's top-1 — not used for any choice.
 Then the design with the best mean held-out-source accuracy per family and key (mean over
 targets and seeds, interval over targets, seeds and images) and its paired margin over the
-runner-up (:func:`olas_utils.uncertainty.margin`), and the chance level 1/n_chunks.
+runner-up (:func:`olas_utils.stats.uncertainty.margin`), and the chance level 1/n_chunks.
 
 Images: notebook 02's cache (:func:`olas_utils.studies.crosslm.extract_images` called as the
 notebook does with the quick profile's settings: the default zoo, its orders, baselines and
@@ -74,12 +74,12 @@ from common import machine_line, quiet, set_threads  # benchmarks/common.py; put
 from torch import nn
 from tqdm.auto import tqdm
 
-from olas_utils import uncertainty
-from olas_utils.augment import PAPER_CLASSIFIER, Augmentation, augment_batch
+from olas_utils.maths.augment import PAPER_CLASSIFIER, Augmentation, augment_batch
 from olas_utils.similarity import pearson_matrix, ssim_matrix
 from olas_utils.similarity.evaluation import accuracy_and_loss, batched_logits, class_ranks, predict_ranks
 from olas_utils.similarity.inputs import as_images, standardize
 from olas_utils.similarity.logistic import logistic_features
+from olas_utils.stats import uncertainty
 from olas_utils.studies import crosslm
 from olas_utils.vocabulary import FAMILIES, Control
 
@@ -294,8 +294,8 @@ def load_images(args) -> tuple[crosslm.ImageSet, int]:
     ``--protocol`` aside), read from the cache; returns it and the corpus size extracted."""
     import gc
 
-    from olas_utils import settings
     from olas_utils.data.corpus import build_chunks
+    from olas_utils.infra import settings
     from olas_utils.similarity.imagecache import cache_complete
     from olas_utils.studies.depth import orders_for
     from olas_utils.zoo import DEFAULT_MODELS, load_model

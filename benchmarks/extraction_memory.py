@@ -103,8 +103,8 @@ def build_inputs(tokenizer, batch: int, tokens: int, random_ids: bool, vocab: in
 def child(args) -> None:
     quiet()
     set_threads(args.threads)
-    from olas_utils.capture import AttentionCapture, head_average
-    from olas_utils.ola import ola_from_layers, rollout_from_layers
+    from olas_utils.capture.attention import AttentionCapture, head_average
+    from olas_utils.maths.ola import ola_from_layers, rollout_from_layers
     from olas_utils.zoo import load_model
 
     impl = "sdpa" if args.child == "plain-sdpa" else "eager"

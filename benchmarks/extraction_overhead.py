@@ -55,7 +55,7 @@ from common import (
 )
 
 from olas_utils.align import tokenize_words  # noqa: E402
-from olas_utils.capture import AttentionCapture  # noqa: E402
+from olas_utils.capture.attention import AttentionCapture  # noqa: E402
 from olas_utils.extract import extract_ola, length_buckets, max_tokens  # noqa: E402
 from olas_utils.zoo import DEFAULT_MODELS, load_model  # noqa: E402
 

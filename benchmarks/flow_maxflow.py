@@ -1,4 +1,4 @@
-"""Attention flow: scipy's integer max-flow (:func:`olas_utils.flow.attention_flow`) vs
+"""Attention flow: scipy's integer max-flow (:func:`olas_utils.maths.flow.attention_flow`) vs
 networkx's default max-flow on the same layered graphs.
 
 For each of a few real UD English-EWT dev sentences, a zoo model's head-averaged attention
@@ -17,7 +17,7 @@ Variants run side by side per sentence, in rotating order: Dinic ``--repeats`` t
 slow ones (networkx, Edmonds–Karp) ``--slow-repeats`` times, interleaved with Dinic's first
 repeats; each variant's fastest repeat is kept. Printed per sentence: T, N, max-flows, the seconds of each,
 the ratio networkx / scipy, and the largest difference between networkx and each scipy run
-beside the stated rounding bound (:func:`olas_utils.flow.flow_error_bound`).
+beside the stated rounding bound (:func:`olas_utils.maths.flow.flow_error_bound`).
 
     python benchmarks/flow_maxflow.py [--model minilm-l6] [--sentences 3] [--threads 1]
 """
@@ -32,7 +32,7 @@ import torch
 from common import ewt_sentences, machine_line, quiet, rotated, set_threads  # puts the repository on sys.path
 
 from olas_utils.extract import extract_ola
-from olas_utils.flow import attention_flow, flow_error_bound
+from olas_utils.maths.flow import attention_flow, flow_error_bound
 
 
 def networkx_graph(layers: torch.Tensor):

@@ -20,8 +20,8 @@ from math import comb
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from olas_utils.capture import AttentionCapture
-from olas_utils.ola import ola_from_layers
+from olas_utils.capture.attention import AttentionCapture
+from olas_utils.maths.ola import ola_from_layers
 
 
 def enumerate_ola(layers, k):

@@ -21,7 +21,7 @@ per-repeat ratio to ``plain`` (variants of one repeat ran interleaved, so load d
 Memory (computed, float32, for the largest batch ``B × T`` of the run): the streaming pass
 keeps one layer's per-head weights ``B·H·T²``, the Gram-matrix intermediate ``B·H·T²``, head
 outputs ``B·T·H·d`` (transformed in place), Gram matrices ``B·T·H²`` and one buffer of
-``T_i(x_j)`` vectors, ``B·R·T·d`` with ``R`` = :data:`olas_utils.mixing.BLOCK_ROWS` (every
+``T_i(x_j)`` vectors, ``B·R·T·d`` with ``R`` = :data:`olas_utils.maths.mixing.BLOCK_ROWS` (every
 block's operations run in place in it); the published ALTI / GlobEnc code materialises the
 per-head tensor ``B·H·T²·d`` of a layer (``α^h_ij f^h(x_j)``) before summing over heads.
 
@@ -38,10 +38,10 @@ import torch  # noqa: E402  (after common, which fixes sys.path)
 from common import ewt_sentences, machine_line, make_batches, median, model_inputs, quiet, rotated, set_threads, timed
 
 from olas_utils.align import tokenize_words  # noqa: E402
-from olas_utils.capture import AttentionCapture  # noqa: E402
+from olas_utils.capture.attention import AttentionCapture  # noqa: E402
+from olas_utils.capture.mixing_specs import mixing_problem  # noqa: E402
 from olas_utils.extract import length_buckets, max_tokens  # noqa: E402
-from olas_utils.mixing import BLOCK_ELEMENTS, BLOCK_ROWS  # noqa: E402
-from olas_utils.mixing_specs import mixing_problem  # noqa: E402
+from olas_utils.maths.mixing import BLOCK_ELEMENTS, BLOCK_ROWS  # noqa: E402
 from olas_utils.zoo import DEFAULT_MODELS, load_model  # noqa: E402
 
 ORDERS = (1, 2, 3)

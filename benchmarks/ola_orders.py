@@ -18,7 +18,7 @@ from math import comb
 
 import torch
 
-from olas_utils.ola import ola_from_layers
+from olas_utils.maths.ola import ola_from_layers
 
 
 def enumerate_orders(layers: torch.Tensor, max_order: int) -> dict[int, torch.Tensor]:

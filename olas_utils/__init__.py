@@ -11,18 +11,10 @@ The front door::
     maps.plot("ola:2", sentence=[0, 1], shared_scale=True)   # a matplotlib figure
 
 Importing the package does no work: the names above are loaded on first use (PEP 562);
-subpackages are imported explicitly (``from olas_utils.zoo import ...``). They are laid out
-by layer (lowest first; a layer imports only lower ones):
-
-- core (this folder): ``ola``, ``uniform``, ``architecture``, ``capture``, ``maps``, ``extract``,
-  ``inputs``, ``align``, ``sinks`` — words → OLA maps; ``interop`` — bertviz, TransformerLens, nnsight; ``settings``, ``atomic``, ``augment``, ``fingerprint``
-  — what every layer shares (where things are, atomic writes, augmentations, hashes);
-- ``data``: dataset readers, the similarity corpus, the TOA tasks;
-- ``zoo``: the offline model registry, preparation, loading, sanity checks, model controls;
-- ``similarity`` and ``toa``: cross-LM retrieval and the visual classifier; the
-  Transferable OLA Adapter, probes and metrics;
-- ``studies``: the logic and figures of notebooks 01–04;
-- ``ui``: the explorer widget, the ``olas`` command and the notebook runner.
+subpackages are imported explicitly (``from olas_utils.zoo import ...``). The package is laid
+out in wings by layer (``infra``, ``maths``, ``stats``, ``capture``, this face, then ``data``,
+``zoo``, ``similarity``/``toa``, ``studies``, ``ui``); ``docs/architecture.md`` is the one
+description of the layers, and ``tests/project/test_architecture.py`` enforces it.
 """
 
 __version__ = "0.1.0"

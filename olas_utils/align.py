@@ -290,7 +290,7 @@ def pool_to_words(
                  chunk across models almost as well as real OLA).
     ``"neutral"`` (default) the Clark-pooled map divided, entry by entry, by the Clark-pooled
                  map that uniform attention gives for the same key and sentence
-                 (``reference``, from :func:`olas_utils.uniform.uniform_reference`): the *lift*
+                 (``reference``, from :func:`olas_utils.maths.uniform.uniform_reference`): the *lift*
                  of the attention over what a model that attends evenly to every visible token
                  would give (0 where uniform attention gives 0: a causal map's future). Under
                  uniform attention every visible entry is exactly 1, for every key (orders,
@@ -347,7 +347,7 @@ def pool_to_words(
         if reference is None:
             raise ValueError(
                 "pooling='neutral' divides by the map uniform attention gives for the same key: pass "
-                "reference=olas_utils.uniform.uniform_reference(key, T, causal=..., num_layers=...), or use "
+                "reference=olas_utils.maths.uniform.uniform_reference(key, T, causal=..., num_layers=...), or use "
                 "OLAMaps.to_words(), which does it; pooling='clark' needs no reference"
             )
         if reference.shape[-1] != t or reference.shape[-2] != t:
@@ -376,15 +376,17 @@ def _check_reference(reference: torch.Tensor) -> None:
     every row (every token attends somewhere); anything else would make the lift meaningless."""
     ref = reference.detach()
     if not torch.isfinite(ref).all():
-        raise ValueError("reference has NaN or inf entries: pass olas_utils.uniform.uniform_reference(key, T, ...)")
+        raise ValueError(
+            "reference has NaN or inf entries: pass olas_utils.maths.uniform.uniform_reference(key, T, ...)"
+        )
     if (ref < 0).any():
-        raise ValueError("reference has negative entries: pass olas_utils.uniform.uniform_reference(key, T, ...)")
+        raise ValueError("reference has negative entries: pass olas_utils.maths.uniform.uniform_reference(key, T, ...)")
     empty = ~(ref > 0).any(-1)
     if empty.any():
         row = int(empty.reshape(-1, empty.shape[-1]).any(0).nonzero()[0])
         raise ValueError(
             f"reference row {row} is all zero (uniform attention gives every token somewhere to attend), so the "
-            "neutral lift would be 0 everywhere in it: pass olas_utils.uniform.uniform_reference(key, T, causal=..., "
+            "neutral lift would be 0 everywhere in it: pass olas_utils.maths.uniform.uniform_reference(key, T, causal=..., "
             "num_layers=...) for the same key and sentence length"
         )
 

@@ -29,19 +29,19 @@ Stable names of what can be extracted (keys of :class:`OLAMaps`; parsed and form
 ``"alti:k"``        sum over the ``C(N, k)`` ordered products of k distinct layers, divided
 ``"globenc:k"``     by ``C(N, k)``); ``"alti:1"`` is the mean per-layer ALTI matrix
 ``"flow"``          attention flow: the max-flow from output token i to input token j through
-                    every layer's ``(A(l) + I) / 2`` (Abnar & Zuidema, 2020; :mod:`olas_utils.flow`)
+                    every layer's ``(A(l) + I) / 2`` (Abnar & Zuidema, 2020; :mod:`olas_utils.maths.flow`)
 ==================  =========================================================================
 
 The per-layer mean attention baseline is ``"ola:1"`` (identical by definition). Mixing keys
 (``extract_ola(..., mixing=("alti", "valuenorm:2"))``) come from the same forward pass as OLA
-(:mod:`olas_utils.mixing`, ``docs/method.md#context-mixing``); their raw per-layer matrices
+(:mod:`olas_utils.maths.mixing`, ``docs/method.md#context-mixing``); their raw per-layer matrices
 from :func:`mixing_layers`. Attention flow (``mixing=("flow",)``) is solved after the forward
 passes from every layer's head-averaged attention of each sentence
-(:func:`olas_utils.flow.attention_flow_many`: its cost estimate is printed first; T² max-flows a
+(:func:`olas_utils.maths.flow.attention_flow_many`: its cost estimate is printed first; T² max-flows a
 sentence, so it is opt-in).
 
 ``attention="uniform"`` replaces every layer's attention by uniform attention
-(:mod:`olas_utils.uniform`) and runs no forward pass: the *tokenizer-only control*, through
+(:mod:`olas_utils.maths.uniform`) and runs no forward pass: the *tokenizer-only control*, through
 exactly the same tokenisation, batching, recurrence and pooling. Mixing keys need a forward
 pass; their tokenizer-only maps (and attention flow's) are their uniform counterparts, which
 :func:`uniform_mixing` adds to such an extraction.
@@ -57,21 +57,21 @@ import torch
 from tqdm.auto import tqdm
 
 from olas_utils.align import POOLINGS, tokenize_words
-from olas_utils.architecture import (
+from olas_utils.capture.architecture import (
     attention_windows,
     check_model,
     declared_bidirectional,
     is_causal_model,
     num_attention_layers,
 )
-from olas_utils.architecture import (
+from olas_utils.capture.architecture import (
     check_tokenizer as check_tokenizer_fits,
 )
-from olas_utils.capture import AttentionCapture
+from olas_utils.capture.attention import AttentionCapture
 from olas_utils.inputs import resolve_inputs
 from olas_utils.maps import OLAMaps
-from olas_utils.ola import OrderAccumulator, check_orders
-from olas_utils.uniform import uniform_attention, uniform_reference
+from olas_utils.maths.ola import OrderAccumulator, check_orders
+from olas_utils.maths.uniform import uniform_attention, uniform_reference
 from olas_utils.vocabulary import MapKey
 
 __all__ = [
@@ -203,7 +203,7 @@ def _causality_mismatch(model: torch.nn.Module, causal: bool) -> None:
 
 def _refuse_mixing(model, capture_mixing: list[str], mixing: list[str]) -> None:
     """Refuse the mixing keys the model cannot give, naming those alone and the ones it can."""
-    from olas_utils.mixing_specs import mixing_problem
+    from olas_utils.capture.mixing_specs import mixing_problem
 
     why = {k: mixing_problem(model, [MapKey.parse(k).method]) for k in capture_mixing}
     bad = {k: w for k, w in why.items() if w is not None}
@@ -239,7 +239,7 @@ def extract_ola(
 
     Sentences are tokenised with word ids (:func:`~olas_utils.align.tokenize_words`),
     bucketed by length, right-padded, and run through the model once per batch with a
-    streaming :class:`~olas_utils.capture.AttentionCapture`. Padding does not change any
+    streaming :class:`~olas_utils.capture.attention.AttentionCapture`. Padding does not change any
     result: padded rows and columns are zeroed before the recurrence, and each sentence's
     maps are cropped to its tokens.
 
@@ -270,7 +270,7 @@ def extract_ola(
             identical to extracting the cut word list directly (see
             :func:`~olas_utils.align.tokenize_words`).
         attention: ``"model"`` (None, the default, means it, or a ``LoadedModel``'s own) or ``"uniform"``: every layer's attention replaced
-            by uniform attention over the visible tokens (:mod:`olas_utils.uniform`), no
+            by uniform attention over the visible tokens (:mod:`olas_utils.maths.uniform`), no
             forward pass — the tokenizer-only control (the model still gives the number
             of layers, causality and maximum length).
         pooling: word level only: ``"neutral"`` (None, the default, means it) or ``"clark"``
@@ -278,21 +278,21 @@ def extract_ola(
             error: subword maps are not pooled; pool them later with ``res.to_words(pooling)``.
         check_tokenizer: True (default) refuses a tokenizer whose vocabulary size or BOS /
             EOS / pad ids do not match the model's config
-            (:func:`~olas_utils.architecture.check_tokenizer`); False skips that check for a
+            (:func:`~olas_utils.capture.architecture.check_tokenizer`); False skips that check for a
             pair you know belongs together (a tokenizer you extended on purpose). Ids outside
             the embedding table are refused either way.
         mixing: context-mixing keys computed in the same forward pass (default none):
             ``"valuenorm"``, ``"alti"``, ``"globenc"`` and their orders ``"valuenorm:k"``,
-            ``"alti:k"``, ``"globenc:k"`` (module docstring, :mod:`olas_utils.mixing`), and
-            attention flow, ``"flow"`` (:func:`olas_utils.flow.attention_flow_many` on every layer's
+            ``"alti:k"``, ``"globenc:k"`` (module docstring, :mod:`olas_utils.maths.mixing`), and
+            attention flow, ``"flow"`` (:func:`olas_utils.maths.flow.attention_flow_many` on every layer's
             head-averaged attention of each sentence after the forward passes; one process,
-            sentences of at most :data:`olas_utils.flow.DEFAULT_MAX_TOKENS` tokens). Every
+            sentences of at most :data:`olas_utils.maths.flow.DEFAULT_MAX_TOKENS` tokens). Every
             other key is bit-identical with and without them. ``"globenc"`` needs a post-LN
             encoder; an architecture without a
-            :data:`~olas_utils.mixing_specs.MIXING_SPECS` entry is refused (OLA keys still work
+            :data:`~olas_utils.capture.mixing_specs.MIXING_SPECS` entry is refused (OLA keys still work
             without ``mixing``). Word pooling treats them like attention maps: their per-layer
             matrices are row-stochastic over the visible tokens, so neutral pooling divides by the
-            same aggregation of uniform per-layer matrices (:func:`olas_utils.uniform.uniform_reference`),
+            same aggregation of uniform per-layer matrices (:func:`olas_utils.maths.uniform.uniform_reference`),
             and Clark pooling averages a word's rows and sums its columns (contributions of a
             word's subwords add up).
 
@@ -306,7 +306,7 @@ def extract_ola(
             loaded with an attention implementation that returns no weights (``"sdpa"``,
             ``"flash_attention_2"``, ...): the extraction runs the model's eager attention
             and the implementation is restored afterwards
-            (:class:`~olas_utils.capture.AttentionCapture`).
+            (:class:`~olas_utils.capture.attention.AttentionCapture`).
 
     Raises:
         TypeError: if ``model`` is not a Hugging Face transformers model (e.g. a plain
@@ -338,7 +338,7 @@ def extract_ola(
         raise ValueError(
             f"mixing={mixing}: attention='uniform' runs no forward pass (it replaces attention by uniform "
             "attention), so it gives no value vectors or hidden states. Extract these keys with attention='model'; "
-            "their tokenizer-only maps (each key's uniform counterpart, olas_utils.uniform.uniform_reference) are "
+            "their tokenizer-only maps (each key's uniform counterpart, olas_utils.maths.uniform.uniform_reference) are "
             "added to a uniform extraction by olas_utils.extract.uniform_mixing(res, mixing)"
         )
     flow = str(MapKey("flow")) in mixing
@@ -374,7 +374,7 @@ def extract_ola(
     _refuse_mixing(model, capture_mixing, mixing)
     kept = sorted(set(layer_idx) | (set(range(n_layers)) if flow else set()))
     if device is not None:
-        from olas_utils.settings import resolve_device
+        from olas_utils.infra.settings import resolve_device
 
         model.to(resolve_device(device))
     dev = next(model.parameters()).device
@@ -386,14 +386,14 @@ def extract_ola(
     check_tokenizer_fits(model, tokenizer, batch_all.input_ids, match_config=check_tokenizer)
     lengths = batch_all.lengths
     if flow:  # refused before any forward pass, not after (attention_flow_many would refuse it then)
-        from olas_utils.flow import DEFAULT_MAX_TOKENS
+        from olas_utils.maths.flow import DEFAULT_MAX_TOKENS
 
         long = [i for i, n in enumerate(lengths) if n > DEFAULT_MAX_TOKENS]
         if long:
             raise ValueError(
                 f"mixing=('flow',): sentence(s) {long[:5]} have more than {DEFAULT_MAX_TOKENS} tokens "
                 f"(longest {max(lengths)}): attention flow solves T² max-flows a sentence. Leave 'flow' out for them, "
-                "or compute it with olas_utils.flow.attention_flow_many(..., max_tokens=None) on their 'layer:i' maps"
+                "or compute it with olas_utils.maths.flow.attention_flow_many(..., max_tokens=None) on their 'layer:i' maps"
             )
     keys = (
         [str(MapKey.ola(k)) for k in wanted]
@@ -456,7 +456,7 @@ def extract_ola(
             del acc, results
             mix = None
     if flow:
-        from olas_utils.flow import attention_flow_many
+        from olas_utils.maths.flow import attention_flow_many
 
         out[str(MapKey("flow"))] = attention_flow_many(flow_layers, progress=progress)
         del flow_layers
@@ -482,7 +482,7 @@ def uniform_mixing(res: OLAMaps, mixing: Iterable[str]) -> OLAMaps:
 
     The control runs no forward pass, so it has no value vectors or hidden states to mix; its
     map of a mixing key is the key's *uniform counterpart*
-    (:func:`olas_utils.uniform.uniform_reference`): every per-layer matrix replaced by uniform
+    (:func:`olas_utils.maths.uniform.uniform_reference`): every per-layer matrix replaced by uniform
     attention over the tokens its queries see (each visible token contributes alike), then
     aggregated as the key aggregates real matrices (``"alti:k"`` like ``"ola:k"``,
     ``"valuenorm"`` like rollout, ``"alti"`` / ``"globenc"`` as the product of the layers); the
@@ -541,11 +541,11 @@ def mixing_layers(
     """Each layer's context-mixing matrix, per sentence, at subword level (special tokens included).
 
     The same forward pass and per-layer matrices as :func:`extract_ola`'s mixing keys
-    (:mod:`olas_utils.mixing`), before they are aggregated over layers.
+    (:mod:`olas_utils.maths.mixing`), before they are aggregated over layers.
 
     Args:
         model: encoder-only or decoder-only Hugging Face model (eval mode) whose attention class
-            has a :data:`~olas_utils.mixing_specs.MIXING_SPECS` entry.
+            has a :data:`~olas_utils.capture.mixing_specs.MIXING_SPECS` entry.
         tokenizer: its fast tokenizer.
         sentences: B sentences, each a list of words.
         methods: ``"valuenorm"`` (``‖Σ_h α^h_ij f^h(x_j)‖₂``, hidden-state units), ``"alti"``
@@ -562,7 +562,7 @@ def mixing_layers(
         ValueError: an unknown method or one the model cannot give (naming what is missing),
             and the errors of :func:`extract_ola`.
     """
-    from olas_utils.mixing import row_normalise
+    from olas_utils.maths.mixing import row_normalise
 
     methods = list(dict.fromkeys(methods))
     keys = _mixing_keys(methods)

@@ -66,7 +66,7 @@ def resolve_inputs(model, tokenizer, sentences) -> ExtractionInputs:
         name, attention = getattr(model, "name", None), getattr(model, "attention", None)
         model, tokenizer = model.model, model.tokenizer
     elif tokenizer is None or (sentences is None and isinstance(tokenizer, (list, tuple))):
-        from olas_utils.architecture import check_model
+        from olas_utils.capture.architecture import check_model
 
         check_model(model)  # a model OLAS cannot read is the first thing to say
         raise TypeError(

@@ -14,7 +14,7 @@ from typing import Iterable, Mapping, Sequence
 
 import torch
 
-from olas_utils.ola import ola_from_layers, rollout_from_layers
+from olas_utils.maths.ola import ola_from_layers, rollout_from_layers
 
 __all__ = ["bertviz_attention", "ola_from_patterns", "transformer_lens_patterns"]
 
@@ -88,8 +88,8 @@ def ola_from_patterns(
     patterns: Sequence[torch.Tensor], orders: Iterable[int] = (1, 2, 3), *, rollout: bool = False
 ) -> dict[str, torch.Tensor]:
     """OLA from per-layer, per-head attention patterns recorded by another tool: heads averaged
-    per layer (as OLAS captures them), then :func:`~olas_utils.ola.ola_from_layers` (and
-    :func:`~olas_utils.ola.rollout_from_layers`), in float64.
+    per layer (as OLAS captures them), then :func:`~olas_utils.maths.ola.ola_from_layers` (and
+    :func:`~olas_utils.maths.ola.rollout_from_layers`), in float64.
 
     Args:
         patterns: N tensors ``(batch, heads, query, key)``, lowest layer first (TransformerLens:

@@ -21,7 +21,7 @@ import torch
 
 from olas_utils import __version__
 from olas_utils.align import POOLINGS, pool_to_words
-from olas_utils.uniform import neutral_problem, uniform_reference
+from olas_utils.maths.uniform import neutral_problem, uniform_reference
 
 __all__ = ["OLAMaps", "MapsIntegrityError", "CONTENT_KEY"]
 
@@ -79,7 +79,7 @@ class OLAMaps:
             :func:`~olas_utils.align.pool_to_words`); None at subword level.
         attention: ``"model"`` or ``"uniform"`` (the tokenizer-only control).
         windows: each layer's sliding attention window
-            (:func:`olas_utils.architecture.attention_windows`; None entries: full attention),
+            (:func:`olas_utils.capture.architecture.attention_windows`; None entries: full attention),
             used by neutral pooling's reference; None: every layer attends fully (also for maps
             saved before windows were recorded).
     """
@@ -164,7 +164,7 @@ class OLAMaps:
         """
         import numpy as np
 
-        from olas_utils.atomic import write_atomic
+        from olas_utils.infra.atomic import write_atomic
 
         arrays: dict = {}
         for key in self.maps:
@@ -253,7 +253,7 @@ class OLAMaps:
         Args:
             pooling: ``"neutral"`` (default: each key divided by its own map under uniform
                 attention over the positions each layer sees (``windows``),
-                :func:`olas_utils.uniform.uniform_reference`, so tokenisation
+                :func:`olas_utils.maths.uniform.uniform_reference`, so tokenisation
                 alone leaves no trace) or ``"clark"`` (rows averaged, columns summed;
                 confounded across tokenizers).
 
@@ -263,7 +263,7 @@ class OLAMaps:
 
         Warns:
             UserWarning: neutral pooling of a key for which it means nothing on this model
-                (:func:`olas_utils.uniform.neutral_problem`: ``"alti"`` / ``"globenc"``, the product of
+                (:func:`olas_utils.maths.uniform.neutral_problem`: ``"alti"`` / ``"globenc"``, the product of
                 many causal layers), naming it; its word maps are still returned.
 
         Raises:
@@ -294,7 +294,7 @@ class OLAMaps:
 
     def content_sha256(self) -> str:
         """SHA-256 of everything the maps hold: the canonical JSON
-        (:func:`olas_utils.fingerprint.canonical_json`) of every field, each tensor replaced
+        (:func:`olas_utils.infra.fingerprint.canonical_json`) of every field, each tensor replaced
         by its ``[dtype, shape]`` (``["float32", [5, 5]]``), then a newline, then the bytes of
         every tensor as stored (C order): ``maps`` and ``special`` by sorted name, each
         sentence in order, then ``word_ids``. :meth:`save` records it; :meth:`load` checks it.
@@ -302,7 +302,7 @@ class OLAMaps:
         Raises:
             TypeError: a field holds a value JSON cannot represent.
         """
-        from olas_utils.fingerprint import canonical_json, sha256_chunks
+        from olas_utils.infra.fingerprint import canonical_json, sha256_chunks
 
         meta = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _TENSOR_FIELDS}
         meta["maps"] = {k: [_describe(t) for t in v] for k, v in self.maps.items()}
@@ -330,7 +330,7 @@ class OLAMaps:
             IsADirectoryError: if ``path`` is a folder (give a file name, e.g. ``maps.pt``).
             OSError: if the file cannot be written (nothing is left behind; names the path).
         """
-        from olas_utils.atomic import save_atomic
+        from olas_utils.infra.atomic import save_atomic
 
         path = Path(path)
         if path.is_dir():

@@ -186,11 +186,11 @@ class KeyMethod:
             over the N per-layer matrices ``M(1..N)`` (higher layer on the left):
             ``"rollout"``, ``Π (M(i) + I)`` (unnormalised, like attention rollout), or
             ``"product"``, ``Π M(i)`` (ALTI's aggregation; the residual is already in ``M``).
-        mixing: a context-mixing method (:mod:`olas_utils.mixing`): its per-layer matrices
+        mixing: a context-mixing method (:mod:`olas_utils.maths.mixing`): its per-layer matrices
             come from the model's value vectors and hidden states, not from attention alone.
         on_request: extracted only when asked for, through extraction's ``mixing=`` argument
             (:func:`olas_utils.extract.extract_ola`): every context-mixing method, and attention
-            flow (:mod:`olas_utils.flow`), which needs every layer of a sentence at once.
+            flow (:mod:`olas_utils.maths.flow`), which needs every layer of a sentence at once.
     """
 
     index: str

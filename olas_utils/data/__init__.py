@@ -1,6 +1,6 @@
 """The data layer: readers for the datasets OLAS uses, each returning a :class:`datasets.Dataset`.
 
-Files under the data folder go in (resolved by :func:`olas_utils.settings.data_dir`: argument,
+Files under the data folder go in (resolved by :func:`olas_utils.infra.settings.data_dir`: argument,
 then ``$OLAS_DATA_DIR``, then ``../shared/data`` beside the project; ``data/README.md``
 documents each dataset's provenance, licence, file layout and download recipe); fresh
 ``Dataset`` objects of words and labels come out, one row per sentence (or example).

@@ -120,7 +120,7 @@ def load_conll2000(
 
     Args:
         split: ``"train"`` (8,936 sentences, 211,727 tokens) or ``"test"`` (2,012, 47,377).
-        data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+        data_dir: data folder; see :func:`olas_utils.infra.settings.data_dir`.
         verify: check the file against the data folder's ``SHA256SUMS`` (default: True unless
             ``OLAS_DATA_VERIFY=0``); False for a copy you edited on purpose (warns once).
 
@@ -219,7 +219,7 @@ def load_conll2003(
     Args:
         split: ``"train"`` (14,041 sentences), ``"testa"`` (aliases ``"dev"``,
             ``"validation"``, ``"val"``; 3,250) or ``"testb"`` (alias ``"test"``; 3,453).
-        data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+        data_dir: data folder; see :func:`olas_utils.infra.settings.data_dir`.
         verify: check the file against the data folder's ``SHA256SUMS`` (default: True unless
             ``OLAS_DATA_VERIFY=0``); False for a copy you edited on purpose (warns once).
 

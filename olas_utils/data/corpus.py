@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
-from olas_utils.fingerprint import sha256_json
+from olas_utils.infra.fingerprint import sha256_json
 
 __all__ = ["SOURCES", "ChunkSpan", "documents", "chunk_spans", "build_chunks", "corpus_hash"]
 
@@ -61,7 +61,7 @@ def documents(source: str = "conll2003", data_dir: str | os.PathLike | None = No
 
     Args:
         source: ``"conll2003"`` or ``"ewt"`` (see the module docstring).
-        data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+        data_dir: data folder; see :func:`olas_utils.infra.settings.data_dir`.
 
     Returns:
         ``[(doc_key, words), ...]`` in file order; ``words`` is the document's words in
@@ -148,7 +148,7 @@ def build_chunks(
         n_chunks: number of chunks to return (paper: 1,000).
         chunk_words: words per chunk (paper: 50).
         seed: seed of the permutation (``numpy.random.default_rng``).
-        data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+        data_dir: data folder; see :func:`olas_utils.infra.settings.data_dir`.
 
     Returns:
         ``n_chunks`` lists of ``chunk_words`` words each.
@@ -164,7 +164,7 @@ def build_chunks(
 def corpus_hash(chunks: Sequence[Sequence[str]]) -> str:
     """SHA-256 (hex) of a corpus's canonical JSON.
 
-    The canonical form is :func:`olas_utils.fingerprint.canonical_json` of
+    The canonical form is :func:`olas_utils.infra.fingerprint.canonical_json` of
     ``[[word, ...], ...]`` (no whitespace, non-ASCII kept) encoded as UTF-8: it depends on
     the words and their order only (not on list/tuple types).
 

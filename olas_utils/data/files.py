@@ -1,6 +1,6 @@
 """Shared plumbing of the dataset readers: files under the data folder in, ``Dataset`` out.
 
-Files are looked up under the folder :func:`olas_utils.settings.data_dir` resolves (argument,
+Files are looked up under the folder :func:`olas_utils.infra.settings.data_dir` resolves (argument,
 then ``$OLAS_DATA_DIR``, then ``../shared/data`` beside the project), with errors that say how
 to point OLAS elsewhere; ``data/README.md`` documents each dataset's provenance, licence,
 layout and download. Also: split aliases, strict text reading, rows -> Dataset, the parse-cache key.
@@ -26,8 +26,8 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 import datasets
 
-from olas_utils.fingerprint import sha256_file_once
-from olas_utils.settings import data_dir as _resolve_data_dir
+from olas_utils.infra.fingerprint import sha256_file_once
+from olas_utils.infra.settings import data_dir as _resolve_data_dir
 
 __all__ = [
     "DataFormatError",

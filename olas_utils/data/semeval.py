@@ -227,7 +227,7 @@ def load_semeval2010_task8(
 
     Args:
         split: ``"train"`` or ``"test"``.
-        data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+        data_dir: data folder; see :func:`olas_utils.infra.settings.data_dir`.
         verify: check the file against the data folder's ``SHA256SUMS`` (default: True unless
             ``OLAS_DATA_VERIFY=0``); False for a copy you edited on purpose (warns once).
 

@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from olas_utils.fingerprint import legacy_json, sha256_text
+from olas_utils.infra.fingerprint import legacy_json, sha256_text
 
 #: A held-out tenth of a reader split is every sentence whose index is 9 mod this.
 HELD_OUT_EVERY = 10
@@ -209,7 +209,7 @@ def load_task(
             file order (None: all that pass the length filter).
         max_words, min_words: keep sentences with ``min_words <= W <= max_words``.
         seed: subset seed.
-        data_dir: data folder (default :func:`olas_utils.settings.data_dir`).
+        data_dir: data folder (default :func:`olas_utils.infra.settings.data_dir`).
 
     Returns:
         A :class:`TaskData`.

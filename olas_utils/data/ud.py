@@ -224,7 +224,7 @@ def load_ud_ewt(
     Args:
         split: ``"train"``, ``"dev"`` (aliases ``"validation"``, ``"val"``) or ``"test"``
             (12,544 / 2,001 / 2,077 sentences in the shipped copy).
-        data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+        data_dir: data folder; see :func:`olas_utils.infra.settings.data_dir`.
         verify: check the file against the data folder's ``SHA256SUMS`` (default: True unless
             ``OLAS_DATA_VERIFY=0``); False for a copy you edited on purpose (warns once).
 

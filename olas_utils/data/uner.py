@@ -119,7 +119,7 @@ def load_uner_ewt(
         split: ``"dev"`` (aliases ``"validation"``, ``"val"``; 2,001 sentences) or
             ``"test"`` (2,077). ``"train"`` is read if ``en_ewt-ud-train.iob2`` has been
             downloaded into the folder; the offline copy does not have it.
-        data_dir: data folder; see :func:`olas_utils.settings.data_dir`.
+        data_dir: data folder; see :func:`olas_utils.infra.settings.data_dir`.
         verify: check the file against the data folder's ``SHA256SUMS`` (default: True unless
             ``OLAS_DATA_VERIFY=0``); False for a copy you edited on purpose (warns once).
 

@@ -18,7 +18,7 @@ Modules:
 - ``distributed``: multi-process extraction with ``accelerate`` (shards, then their merge);
 - ``inputs``, ``resnet``, ``result``, ``classifier``, ``evaluation``: the visual classifier
   (input images, network, trained result, training, evaluation); its training
-  augmentations are the core's :mod:`olas_utils.augment`.
+  augmentations are the core's :mod:`olas_utils.maths.augment`.
 
 The retrieval functions below are re-exported here; everything else is imported from its
 module. Importing this package does no work.

@@ -13,7 +13,7 @@ and key (combine keys into channels with
 :func:`olas_utils.similarity.inputs.stack_channels`).
 
 The pieces: input conversion and standardisation in :mod:`olas_utils.similarity.inputs`,
-the augmentations in :mod:`olas_utils.augment`, the network in
+the augmentations in :mod:`olas_utils.maths.augment`, the network in
 :mod:`olas_utils.similarity.resnet`, the trained classifier in
 :mod:`olas_utils.similarity.result`, evaluation in :mod:`olas_utils.similarity.evaluation`.
 
@@ -70,7 +70,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from olas_utils.augment import PAPER_CLASSIFIER, Augmentation, augment_batch
+from olas_utils.maths.augment import PAPER_CLASSIFIER, Augmentation, augment_batch
 from olas_utils.similarity.evaluation import accuracy_and_loss, batched_logits
 from olas_utils.similarity.inputs import as_images, source_images, standardize
 from olas_utils.similarity.resnet import build_resnet18
@@ -195,9 +195,9 @@ def train_classifier(
             into the previous one (BatchNorm).
         lr, momentum, weight_decay: SGD settings (paper: 0.007, 0.9, 5e-4).
         seed: seeds the initialisation, the batch order and the augmentation.
-        device: ``"cpu"``, ``"cuda"``, ...; default :func:`olas_utils.settings.resolve_device`.
+        device: ``"cpu"``, ``"cuda"``, ...; default :func:`olas_utils.infra.settings.resolve_device`.
         progress: show a tqdm progress bar over epochs.
-        augmentation: training augmentation (default: the paper's, :data:`olas_utils.augment.PAPER_CLASSIFIER`).
+        augmentation: training augmentation (default: the paper's, :data:`olas_utils.maths.augment.PAPER_CLASSIFIER`).
         stem: ``"imagenet"`` or ``"cifar"`` (see :func:`build_resnet18`).
         refit: with leave-one-source-out selection, retrain a fresh network on all sources
             for the chosen number of epochs and return it (otherwise ignored).
@@ -221,7 +221,7 @@ def train_classifier(
             ``1..epochs``, a ``select_on`` that is
             not a source model (or is the only one), or monitor images of another shape.
     """
-    from olas_utils.settings import resolve_device
+    from olas_utils.infra.settings import resolve_device
 
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")

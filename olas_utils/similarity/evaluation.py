@@ -126,7 +126,7 @@ def predict_logits(
         result: a trained classifier: a :class:`~olas_utils.similarity.result.ClassifierResult` or a
             :class:`~olas_utils.similarity.logistic.LogisticResult` (its decision scores).
         images: ``(n, C, S, S)`` or ``(n, S, S)``, the training C and S.
-        device: where to run; default :func:`olas_utils.settings.resolve_device`.
+        device: where to run; default :func:`olas_utils.infra.settings.resolve_device`.
         batch_size: images per forward pass.
 
     Returns:
@@ -136,7 +136,7 @@ def predict_logits(
         ValueError: if the channels or image size differ from training, or on non-finite
             values.
     """
-    from olas_utils.settings import resolve_device
+    from olas_utils.infra.settings import resolve_device
 
     x = _check_eval_images(result, images)
     if isinstance(result, LogisticResult):  # a linear model on pooled features: no network, no device
@@ -194,7 +194,7 @@ def evaluate(
         result: a trained classifier.
         images: ``(n, C, S, S)`` or ``(n, S, S)`` images, e.g. of the unseen target model.
         labels: the true chunk of each image; default ``arange(n)`` (image i is chunk i).
-        device: where to run; default :func:`olas_utils.settings.resolve_device`.
+        device: where to run; default :func:`olas_utils.infra.settings.resolve_device`.
         batch_size: images per forward pass.
 
     Returns:

@@ -24,11 +24,11 @@ pass per model (:func:`~olas_utils.similarity.imagecache.extract_protocols`):
              ``image_size=50`` no resize happens at all.
 
 Pre-processing of ``"paper"`` and ``"word"``, the same for every key (OLA orders, rollout,
-single layers), from ``docs/method.md#sinks-and-pre-processing`` via :func:`olas_utils.sinks.preprocess`:
+single layers), from ``docs/method.md#sinks-and-pre-processing`` via :func:`olas_utils.maths.sinks.preprocess`:
 
 1. outliers (attention sinks) zeroed: per row, over the valid positions (lower triangle
    for causal models), entries above mean + 3σ plus the row's argmax
-   (:func:`olas_utils.sinks.outlier_mask`);
+   (:func:`olas_utils.maths.sinks.outlier_mask`);
 2. every row renormalised to sum 1 (this also makes rollout's scale irrelevant);
 3. causal models: the transposed lower triangle is copied into the upper triangle;
 4. resize to ``image_size × image_size`` with ``torch.nn.functional.interpolate(x,
@@ -68,7 +68,7 @@ RESIZE: dict[str, str] = {
 
 
 _OURS = (
-    "olas_utils.sinks.preprocess: outliers (mean+3sd over valid, lower triangle if causal, "
+    "olas_utils.maths.sinks.preprocess: outliers (mean+3sd over valid, lower triangle if causal, "
     "plus row argmax) zeroed; rows renormalised to 1; causal: lower triangle mirrored"
 )
 
@@ -87,7 +87,7 @@ def to_image(m: torch.Tensor, *, causal: bool, image_size: int = 50, protocol: s
     """One sentence's map as a pre-processed ``image_size × image_size`` image.
 
     ``"paper"``/``"word"``: outliers zeroed, rows renormalised, causal maps symmetrised
-    (:func:`olas_utils.sinks.preprocess` with ``remove_sinks=True``), then resized with
+    (:func:`olas_utils.maths.sinks.preprocess` with ``remove_sinks=True``), then resized with
     bilinear interpolation, ``align_corners=False``, ``antialias=True`` (no resize if the
     map is already ``image_size`` wide). ``"released"``: the same with ``causal`` ignored
     (outlier statistics over the whole row, no symmetrisation), resized with torchvision.
@@ -105,7 +105,7 @@ def to_image(m: torch.Tensor, *, causal: bool, image_size: int = 50, protocol: s
     Raises:
         ValueError: if ``m`` is not square 2-D, ``image_size < 1`` or the protocol is unknown.
     """
-    from olas_utils.sinks import preprocess
+    from olas_utils.maths.sinks import preprocess
 
     if m.dim() != 2 or m.shape[0] != m.shape[1]:
         raise ValueError(f"expected a square (T, T) map, got {tuple(m.shape)}")

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from olas_utils.augment import PAPER_CLASSIFIER, augment_batch
+from olas_utils.maths.augment import PAPER_CLASSIFIER, augment_batch
 from olas_utils.similarity.inputs import as_images, source_images, standardize
 
 __all__ = [
@@ -148,7 +148,7 @@ def train_logistic(
             every model is chunk i (class i).
         select_on: the source held out to choose ``C`` (default: the last, with at least 2 sources);
             with one source, ``C`` is chosen on a fixed augmented copy of it (sink columns and noise
-            always applied, seeded by ``seed``, :data:`olas_utils.augment.PAPER_CLASSIFIER`).
+            always applied, seeded by ``seed``, :data:`olas_utils.maths.augment.PAPER_CLASSIFIER`).
         cs: regularisation strengths tried; the best held-out top-1 wins (ties: lower held-out
             log-loss, then the smaller ``C``).
         pool_size: P, the pooled side (25 for 50 × 50 images).
@@ -251,7 +251,7 @@ MAX_LOGISTIC_WORKERS = 8
 
 def logistic_workers(workers: int | None, n_jobs: int) -> int:
     """The worker processes :func:`train_logistic_many` uses for ``n_jobs`` fits: ``workers``, or by
-    default :func:`olas_utils.settings.cpu_workers` up to :data:`MAX_LOGISTIC_WORKERS`; never
+    default :func:`olas_utils.infra.settings.cpu_workers` up to :data:`MAX_LOGISTIC_WORKERS`; never
     more than the jobs (at least 1).
 
     Raises:
@@ -259,7 +259,7 @@ def logistic_workers(workers: int | None, n_jobs: int) -> int:
     """
     import numbers
 
-    from olas_utils.settings import cpu_workers
+    from olas_utils.infra.settings import cpu_workers
 
     if workers is None:
         workers = min(cpu_workers(), MAX_LOGISTIC_WORKERS)
@@ -337,7 +337,7 @@ def _run_pool(jobs: list[dict], workers: int, out: list, bar) -> None:
     from concurrent.futures import as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    from olas_utils.pools import spawn_pool
+    from olas_utils.infra.pools import spawn_pool
 
     # an interrupt or a failed fit stops every worker at once: no fit is kept from this call
     with spawn_pool(workers, initializer=_one_thread) as pool:

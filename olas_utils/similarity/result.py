@@ -80,19 +80,19 @@ class ClassifierResult:
 
     def save(self, path: str | Path) -> Path:
         """Save weights and metadata (classes, channels, seed, chosen epoch, histories, ...)
-        with ``torch.save``, atomically (:func:`olas_utils.atomic.save_atomic`); returns the
+        with ``torch.save``, atomically (:func:`olas_utils.infra.atomic.save_atomic`); returns the
         path. Parent folders are created.
 
         Raises:
             OSError: the path cannot be written (a folder, no permission, no space); the
                 message names it. Nothing is left behind.
         """
-        from olas_utils.atomic import save_atomic
+        from olas_utils.infra.atomic import save_atomic
 
         path = Path(path)
         if path.is_dir():
             raise IsADirectoryError(f"{path} is a folder; give the classifier a file name, e.g. {path / 'clf.pt'}")
-        from olas_utils.fingerprint import sha256_tree
+        from olas_utils.infra.fingerprint import sha256_tree
 
         content = {
             "format": _CHECKPOINT_FORMAT,
@@ -117,7 +117,7 @@ class ClassifierResult:
             ValueError: if the file is not an OLAS classifier checkpoint of a known format, or
                 (``verify``) it is damaged or records no content hash.
         """
-        from olas_utils.fingerprint import check_recorded_sha256
+        from olas_utils.infra.fingerprint import check_recorded_sha256
 
         ck = torch.load(Path(path), map_location="cpu", weights_only=True)
         if not isinstance(ck, dict) or ck.get("kind") != "olas.classifier" or ck.get("format") != _CHECKPOINT_FORMAT:

@@ -236,7 +236,7 @@ def adapter_job(
     """
     from dataclasses import replace
 
-    from olas_utils.settings import cache_dir
+    from olas_utils.infra.settings import cache_dir
     from olas_utils.toa.fit import adapter_config, profile_training
 
     x_tr, d_tr = train

@@ -10,9 +10,9 @@ as it was. A reading is calibrated at a unit when its per-cell false-verdict rat
 table's family-wise rate (any false verdict among a Holm table's cells) stay at or below
 α = 5 % (plus Monte-Carlo error) under that unit's null.
 
-Readings (:mod:`olas_utils.across_models`):
+Readings (:mod:`olas_utils.stats.across_models`):
 
-* ``conditional``: the item bootstrap of :mod:`olas_utils.uncertainty` (speaks for these
+* ``conditional``: the item bootstrap of :mod:`olas_utils.stats.uncertainty` (speaks for these
   models and seeds; its own unit is the item);
 * ``across models`` / ``across seeds``: the largest of the item p-value and the exact
   sign-flip p-values over targets, sources and dyads (or seeds); its units are the item and
@@ -33,8 +33,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from olas_utils.across_models import ACROSS_MODELS, CONDITIONAL, across_verdicts, model_reading, pair_reading
-from olas_utils.uncertainty import ALPHA, BEATS, INDISTINGUISHABLE, N_RESAMPLES, margin, verdicts
+from olas_utils.stats.across_models import ACROSS_MODELS, CONDITIONAL, across_verdicts, model_reading, pair_reading
+from olas_utils.stats.uncertainty import ALPHA, BEATS, INDISTINGUISHABLE, N_RESAMPLES, margin, verdicts
 
 __all__ = [
     "ACROSS_SEEDS",
@@ -70,7 +70,7 @@ OWN_UNITS = {
 EFFECTS = (0.5, 1.0, 2.0)
 #: Bootstrap resamples per margin in the synthetic tables: the smallest two-sided p-value is
 #: 2/1001 ≈ 0.002, below the smallest Holm threshold of a 6-cell table (0.05/6 ≈ 0.0083). The
-#: committed 36-cell table runs the package's own :data:`~olas_utils.uncertainty.N_RESAMPLES`
+#: committed 36-cell table runs the package's own :data:`~olas_utils.stats.uncertainty.N_RESAMPLES`
 #: (4,000: 0.0005 < 0.05/36 ≈ 0.0014), as its verdicts do.
 SIM_RESAMPLES = 1000
 

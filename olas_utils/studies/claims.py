@@ -27,8 +27,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from olas_utils.across_models import ACROSS_MODELS, CONDITIONAL, NOT_TESTABLE
-from olas_utils.uncertainty import ALPHA, BEATS, INDISTINGUISHABLE, LOSES, holm_reject
+from olas_utils.stats.across_models import ACROSS_MODELS, CONDITIONAL, NOT_TESTABLE
+from olas_utils.stats.uncertainty import ALPHA, BEATS, INDISTINGUISHABLE, LOSES, holm_reject
 from olas_utils.vocabulary import Control
 
 __all__ = [
@@ -402,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     save_figure(forest_figure(frame), args.figures_dir / "primary_claims.png")
     print(claims_markdown(frame))
     if args.readme is not None:
-        from olas_utils.atomic import write_text_atomic
+        from olas_utils.infra.atomic import write_text_atomic
 
         text = args.readme.read_text(encoding="utf-8")
         if text.count(START) != 1 or text.count(END) != 1:

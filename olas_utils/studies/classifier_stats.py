@@ -1,7 +1,7 @@
 """Notebook 02's classifier tables from its per-image outcomes (the items of
 :func:`olas_utils.studies.crosslm.classifier_frame`): the accuracy on each unseen target, OLA
 against every control per target (conditional: seeds × images resampled), and across the
-targets at both readings (:mod:`olas_utils.across_models`). The verdict machinery is
+targets at both readings (:mod:`olas_utils.stats.across_models`). The verdict machinery is
 :mod:`olas_utils.studies.crosslm_stats`'."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from olas_utils.across_models import ModelReading, model_reading
+from olas_utils.stats.across_models import ModelReading, model_reading
+from olas_utils.stats.uncertainty import Interval, interval, margin
 from olas_utils.studies.crosslm_stats import (
     across_columns,
     estimate_columns,
@@ -19,7 +20,6 @@ from olas_utils.studies.crosslm_stats import (
     outcome_array,
     verdict_cells,
 )
-from olas_utils.uncertainty import Interval, interval, margin
 from olas_utils.vocabulary import Control
 
 __all__ = ["classifier_summary", "classifier_verdict_frame", "classifier_across_frame"]
@@ -152,7 +152,7 @@ def classifier_across_frame(items: pd.DataFrame, *, reference: str = "ola:1") ->
     ``(family, protocol)`` ``reference`` against every other non-OLA key of the run, each
     with both readings — *conditional* (these targets; seeds × images resampled, verdict
     Holm-corrected over the table) and *across models* (the target is the unit:
-    :func:`olas_utils.across_models.model_reading`, ``not testable`` below 6 targets).
+    :func:`olas_utils.stats.across_models.model_reading`, ``not testable`` below 6 targets).
 
     Args:
         items: the items of :func:`olas_utils.studies.crosslm.classifier_frame`.

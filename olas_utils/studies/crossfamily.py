@@ -14,10 +14,10 @@ from typing import Sequence
 
 import pandas as pd
 
+from olas_utils.stats.uncertainty import BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES
 from olas_utils.studies import crosslm_report, crosslm_stats
 from olas_utils.studies.crosslm import RETRIEVAL_ITEM_COLUMNS, ImageSet, add_retrieval_ranks, items_frame
 from olas_utils.studies.wording import VERDICT_SAYS, percent_ci, points_ci, verdict_counts
-from olas_utils.uncertainty import BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES
 from olas_utils.vocabulary import CAUSAL, ENCODER, Control
 
 __all__ = ["CROSS_FAMILY", "cross_family_items", "cross_family_tables", "cross_family_markdown"]

@@ -47,7 +47,7 @@ _BASELINES = ("rollout", "layer:0", "layer:-1")
 #: attention property or a context-mixing one?). They cost about 2.6× the extraction of OLA
 #: alone (``alti`` + ``valuenorm`` on minilm-l6 and smollm2-135m, one thread), so the quick
 #: profile has none and the smoke profile only ``alti``. The word protocol has no ``alti`` images of
-#: the causal models (:func:`olas_utils.uniform.neutral_problem`); ``alti:1`` it has.
+#: the causal models (:func:`olas_utils.maths.uniform.neutral_problem`); ``alti:1`` it has.
 _MIXING = ("alti", "valuenorm", "alti:1")
 _PROTOCOLS = ("released", "paper", "word")
 
@@ -152,7 +152,7 @@ PROFILES["mixing"] = replace(
 
 #: ``flow``: attention flow (Abnar & Zuidema 2020, ``docs/method.md#attention-flow``) beside OLA and
 #: rollout, with quick's models, protocols and controls, on 64 chunks of 20 words. Its max-flows cost
-#: about the fourth power of the tokens a chunk has (:func:`olas_utils.flow.flow_cost`): on the paper's
+#: about the fourth power of the tokens a chunk has (:func:`olas_utils.maths.flow.flow_cost`): on the paper's
 #: 50-word chunks (about 65 tokens) they take about 80 s per chunk for the nine models on one core, on
 #: 20-word chunks about 2–3 s, so the cut is in chunk length, not in models or controls. Results in
 #: ``results/flow/`` beside notebook 03's.
@@ -192,7 +192,7 @@ class ImageSet:
     def with_key(self, key: str, models: Sequence[str], protocol: str | None = None) -> list[str]:
         """The ``models`` that have images of ``key`` (of ``protocol``, if given: a word-level
         cache leaves out the keys whose neutral pooling means nothing on its model,
-        :func:`olas_utils.uniform.neutral_problem`), in the given order."""
+        :func:`olas_utils.maths.uniform.neutral_problem`), in the given order."""
         out = [m for m in models if key in self.model_keys.get(m, self.keys)]
         if protocol is not None:
             caches = self.caches.get((Control.TRAINED.ident, protocol), {})

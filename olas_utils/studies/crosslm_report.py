@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from olas_utils.across_models import NOT_TESTABLE
+from olas_utils.stats.across_models import NOT_TESTABLE
+from olas_utils.stats.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES, N_RESAMPLES, VERDICTS
 from olas_utils.studies import crosslm_stats
 from olas_utils.studies.crosslm import ImageSet
 from olas_utils.studies.wording import VERDICT_SAYS, pct, percent_ci, points_ci, verdict_counts
-from olas_utils.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES, N_RESAMPLES, VERDICTS
 from olas_utils.vocabulary import CAUSAL, ENCODER, FAMILIES, KEY_LABELS, Control, key_label
 
 __all__ = [

@@ -1,5 +1,5 @@
 """Notebook 02's tables from its per-item outcomes, each number with a bootstrap interval
-(:mod:`olas_utils.uncertainty`): Hit@k per model pair and per family, the classifier's
+(:mod:`olas_utils.stats.uncertainty`): Hit@k per model pair and per family, the classifier's
 accuracy per target, and the three-way verdicts of OLA against its strongest control.
 
 The items are :func:`olas_utils.studies.crosslm.retrieval_items` (the rank of every chunk's
@@ -26,8 +26,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from olas_utils.across_models import ModelReading, across_verdicts, pair_reading
-from olas_utils.uncertainty import Interval, against_every_control, interval, margin, margin_of, ratio, verdicts
+from olas_utils.stats.across_models import ModelReading, across_verdicts, pair_reading
+from olas_utils.stats.uncertainty import Interval, against_every_control, interval, margin, margin_of, ratio, verdicts
 from olas_utils.vocabulary import Control
 
 __all__ = [
@@ -230,7 +230,7 @@ def insert_verdicts(out: pd.DataFrame, margins: list, readings: list | None) -> 
 
 def every_control(per: dict) -> tuple[str, Interval, ModelReading | None]:
     """The control that decides a cell when OLA is set against every control
-    (:func:`olas_utils.uncertainty.against_every_control`), the cell's conditional margin (its
+    (:func:`olas_utils.stats.uncertainty.against_every_control`), the cell's conditional margin (its
     p-value replaced by the combined one) and across-models reading (likewise; None without)."""
     names = list(per)
     ms = [per[n]["margin"] for n in names]
@@ -346,7 +346,7 @@ def lineage_gap_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFr
     the within- and across-lineage Hit@1 (mean over the group's ordered pairs and chunks), and
     their difference with a crossed bootstrap interval — the chunks drawn once for both groups
     (the same chunks), each group's pairs drawn on their own (different pairs)
-    (:func:`olas_utils.uncertainty.margin_of` with pairs as runs); verdicts Holm-corrected
+    (:func:`olas_utils.stats.uncertainty.margin_of` with pairs as runs); verdicts Holm-corrected
     over the table's cells (``beats``: within-lineage pairs retrieve better).
 
     Args:
@@ -386,7 +386,7 @@ def lineage_gap_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFr
 
 def verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
     """The trained models' Hit@1 against every control at once (it beats only if it beats
-    each: :func:`olas_utils.uncertainty.against_every_control`), per protocol, family and key,
+    each: :func:`olas_utils.stats.uncertainty.against_every_control`), per protocol, family and key,
     with three-way verdicts Holm-corrected across the table's cells at both readings
     (``docs/method.md#two-readings``).
 
@@ -404,7 +404,7 @@ def verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
         or ``"loses"``), ``holm_cells`` (the cells corrected together: the table's rows), the
         across-models columns (``models``, ``models_positive``, ``per_model_margins`` in points,
         ``across_low``/``across_high``, ``across_p``, ``across_verdict``, ``"not testable"``
-        below 6 models: :func:`olas_utils.across_models.pair_reading`), ``same_trained_as`` (an earlier protocol whose trained-model ranks are identical for
+        below 6 models: :func:`olas_utils.stats.across_models.pair_reading`), ``same_trained_as`` (an earlier protocol whose trained-model ranks are identical for
         this family and key — the same evidence, to be counted once; empty otherwise),
         ``pairs`` and ``chunks``. Empty when the run has no control.
     """

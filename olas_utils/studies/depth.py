@@ -1,9 +1,9 @@
 """Which OLA orders and map keys a model can have: order k multiplies k distinct layers, so a
 model with N layers has orders up to N (the 2-layer ``splade-tiny`` has no order 3), and a
 context-mixing key needs an architecture whose layers OLAS knows how to decompose
-(:data:`olas_utils.mixing_specs.MIXING_SPECS`; ``"globenc"`` only post-LN encoders) and, at
+(:data:`olas_utils.capture.mixing_specs.MIXING_SPECS`; ``"globenc"`` only post-LN encoders) and, at
 word level, a neutral pooling that means something for the key on that model (not so for
-``"alti"`` of a deep causal model: :func:`olas_utils.uniform.neutral_problem`). The studies
+``"alti"`` of a deep causal model: :func:`olas_utils.maths.uniform.neutral_problem`). The studies
 ask for the same keys of every model and drop, per model, those it cannot have, with a
 warning naming the key and why; each comparison then uses the models that have the key
 compared.
@@ -79,14 +79,14 @@ def mixing_skips(model, keys: Sequence[str], *, level: str = "subword") -> dict[
         keys: map keys; those that are not mixing keys are never skipped here.
         level: ``"subword"`` or ``"word"`` (neutral pooling): at word level a key whose neutral
             pooling means nothing on the model is skipped too
-            (:func:`olas_utils.uniform.neutral_problem`: ``"alti"`` / ``"globenc"`` of a deep
+            (:func:`olas_utils.maths.uniform.neutral_problem`: ``"alti"`` / ``"globenc"`` of a deep
             causal model).
 
     Returns:
         ``{key: reason}`` for every mixing key that ``model`` cannot give: an order above its
         number of layers, an architecture without a
-        :data:`~olas_utils.mixing_specs.MIXING_SPECS` entry, ``"globenc"`` on a model that is
-        not post-LN (:func:`olas_utils.mixing_specs.mixing_problem`'s sentence), and at word
+        :data:`~olas_utils.capture.mixing_specs.MIXING_SPECS` entry, ``"globenc"`` on a model that is
+        not post-LN (:func:`olas_utils.capture.mixing_specs.mixing_problem`'s sentence), and at word
         level the neutral-pooling case; empty when it has them all.
 
     Raises:
@@ -97,9 +97,9 @@ def mixing_skips(model, keys: Sequence[str], *, level: str = "subword") -> dict[
     wanted = mixing_keys(keys)
     if not wanted:
         return {}
-    from olas_utils.architecture import is_causal_model, num_attention_layers
-    from olas_utils.mixing_specs import mixing_problem
-    from olas_utils.uniform import neutral_problem
+    from olas_utils.capture.architecture import is_causal_model, num_attention_layers
+    from olas_utils.capture.mixing_specs import mixing_problem
+    from olas_utils.maths.uniform import neutral_problem
 
     n = num_attention_layers(model)
     problems = {  # attention flow needs only the attention every model gives

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from olas_utils.extract import OLAMaps, extract_ola
-from olas_utils.sinks import outlier_mask, remove_outliers, renormalize_rows
+from olas_utils.maths.sinks import outlier_mask, remove_outliers, renormalize_rows
 from olas_utils.studies.depth import orders_for
 from olas_utils.studies.plots import grouped_heatmaps, save_figure
 from olas_utils.studies.profiles import GalleryProfile
@@ -61,7 +61,7 @@ def gallery_sentences(
         n: how many sentences.
         sent_ids: EWT ``sent_id`` values, in the order wanted.
         split: ``"train"``, ``"dev"`` or ``"test"``.
-        data_dir: data folder (see :func:`olas_utils.settings.data_dir`).
+        data_dir: data folder (see :func:`olas_utils.infra.settings.data_dir`).
 
     Returns:
         ``n`` lists of words.

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from olas_utils.across_models import NOT_TESTABLE
+from olas_utils.stats.across_models import NOT_TESTABLE
+from olas_utils.stats.uncertainty import BEATS, INDISTINGUISHABLE, LOSES
 from olas_utils.studies.wording import verdict_counts
-from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES
 from olas_utils.vocabulary import key_label
 
 __all__ = ["key_margin_markdown"]

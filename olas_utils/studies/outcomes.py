@@ -7,7 +7,7 @@ condition, variant, ``seed``), ``sentence`` (the index of the test sentence) and
 outcome columns of :func:`olas_utils.toa.fit.sentence_outcomes` (or of the probes). A
 *system* is a set of its rows: one run per value of its run columns (``seed``, or
 ``source`` and ``seed``), every run on the same sentences. :func:`counts` turns a system
-into the ``(runs, sentences, k)`` array of :func:`olas_utils.uncertainty.interval_of`, with
+into the ``(runs, sentences, k)`` array of :func:`olas_utils.stats.uncertainty.interval_of`, with
 the metric's statistic; :func:`rate` and :func:`versus` give the intervals.
 """
 
@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from olas_utils.uncertainty import Interval, interval_of, margin_of, ratio
+from olas_utils.stats.uncertainty import Interval, interval_of, margin_of, ratio
 
 __all__ = [
     "SENTENCE",
@@ -127,7 +127,7 @@ def versus(
     baseline_runs: Sequence[str] | None = None,
 ) -> Interval:
     """Paired margin: the system's metric minus the baseline's on the same sentences
-    (:func:`olas_utils.uncertainty.margin_of`; ``baseline_runs`` default ``runs``)."""
+    (:func:`olas_utils.stats.uncertainty.margin_of`; ``baseline_runs`` default ``runs``)."""
     a, stat = counts(rows, make, runs)
     b, _ = counts(baseline, make, runs if baseline_runs is None else baseline_runs)
     return margin_of(stat, a, b)

@@ -160,9 +160,9 @@ def grouped_heatmaps(
 
 def save_figure(fig, path: str | Path, dpi: int = 110) -> Path:
     """Save ``fig`` to ``path`` in the format its suffix names (folders created; written
-    atomically, :func:`olas_utils.atomic.write_atomic`, so a half-written file never
+    atomically, :func:`olas_utils.infra.atomic.write_atomic`, so a half-written file never
     appears) and return the path."""
-    from olas_utils.atomic import write_atomic
+    from olas_utils.infra.atomic import write_atomic
 
     path = Path(path)
     fmt = path.suffix.lstrip(".").lower() or None

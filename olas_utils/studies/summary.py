@@ -9,7 +9,7 @@ intervals behind it, so the page quotes nothing its own tables do not say.
 quick run, and a test checks that the committed page matches the committed tables.
 
 Numbers are percent (Hit@1, top-1 accuracy, UAS, macro-F1) and margins percentage points,
-each with its 95 % interval (:data:`olas_utils.uncertainty.CONFIDENCE`); verdicts are
+each with its 95 % interval (:data:`olas_utils.stats.uncertainty.CONFIDENCE`); verdicts are
 Holm-corrected across the cells of the table they come from
 (``docs/method.md#uncertainty``).
 """
@@ -21,13 +21,13 @@ from typing import Sequence
 
 import pandas as pd
 
-from olas_utils.across_models import NOT_TESTABLE
-from olas_utils.atomic import write_text_atomic
-from olas_utils.settings import project_root
+from olas_utils.infra.atomic import write_text_atomic
+from olas_utils.infra.settings import project_root
+from olas_utils.stats.across_models import NOT_TESTABLE
+from olas_utils.stats.uncertainty import BEATS, INDISTINGUISHABLE, LOSES
 from olas_utils.studies.crosslm_report import control_name, distinct_cells
 from olas_utils.studies.syntax import PARSER_CONTROLS
 from olas_utils.studies.syntax_report import CONTROL_NAMES, MEAN
-from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES
 
 __all__ = ["START", "END", "TRANSFER_PROFILES", "CROSSLM_PROFILES", "results_summary", "update_readme"]
 

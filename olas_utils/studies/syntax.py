@@ -14,7 +14,7 @@ from typing import Sequence
 import pandas as pd
 
 from olas_utils.data.tasks import TaskData
-from olas_utils.sinks import preprocess
+from olas_utils.maths.sinks import preprocess
 from olas_utils.studies.depth import drop_skipped, keys_for, mixing_keys, mixing_skips, orders_for
 from olas_utils.studies.profiles import SHARED_SIZES, SHARED_TRAINING, AdapterSettings, SplitSizes, SyntaxProfile
 from olas_utils.vocabulary import CAUSAL, ENCODER, Control, MapKey, family_of
@@ -112,7 +112,7 @@ PAPER_PARSER: dict[str, tuple[float, float]] = {
 
 
 #: Map variants the probes are run on: ``"raw"`` (the word map as extracted) and
-#: ``"sinks removed"`` (:func:`olas_utils.sinks.outlier_mask` zeroed). The outlier rule
+#: ``"sinks removed"`` (:func:`olas_utils.maths.sinks.outlier_mask` zeroed). The outlier rule
 #: always includes each row's maximum, so the second variant asks about the strongest word
 #: *after* the row's top entry (often an attention sink) is gone; both are reported.
 PROBE_VARIANTS = ("raw", "sinks removed")
@@ -121,7 +121,7 @@ PROBE_VARIANTS = ("raw", "sinks removed")
 def probe_maps(maps, key: str, *, remove_sinks: bool = True) -> list:
     """Word-level maps of ``key`` prepared for the probes: optionally attention-sink
     outliers removed (which includes each row's maximum), rows renormalised, causal maps
-    symmetrised (:func:`olas_utils.sinks.preprocess`).
+    symmetrised (:func:`olas_utils.maths.sinks.preprocess`).
 
     Args:
         maps: :class:`~olas_utils.extract.OLAMaps` at word level.

@@ -11,7 +11,16 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from olas_utils.across_models import ACROSS_MODELS, CONDITIONAL, ModelReading, across_verdicts, model_reading
+from olas_utils.stats.across_models import ACROSS_MODELS, CONDITIONAL, ModelReading, across_verdicts, model_reading
+from olas_utils.stats.uncertainty import (
+    BEATS,
+    INDISTINGUISHABLE,
+    LOSES,
+    Interval,
+    against_every_control,
+    verdict_counts,
+    verdicts,
+)
 from olas_utils.studies.outcomes import (
     capped_runs,
     estimate,
@@ -24,15 +33,6 @@ from olas_utils.studies.outcomes import (
     versus,
 )
 from olas_utils.studies.syntax import BASELINE_MODEL, MIN_MARGIN, PAPER_PARSER, PARSER_CONTROLS, PROBE_RATES
-from olas_utils.uncertainty import (
-    BEATS,
-    INDISTINGUISHABLE,
-    LOSES,
-    Interval,
-    against_every_control,
-    verdict_counts,
-    verdicts,
-)
 from olas_utils.vocabulary import Control, MapKey
 
 __all__ = ["CONTROL_NAMES", "parser_table", "order_table", "probe_table", "uas_figure", "comparison_markdown"]
@@ -70,7 +70,7 @@ def _cells(items: pd.DataFrame) -> list[tuple[str, str, str]]:
 def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
     """Per model and key, ``metric`` (%) of the OLA parser (mean over seeds, its spread over
     seeds and its interval) and of every control, OLA set against every control at once
-    (:func:`olas_utils.uncertainty.against_every_control`: it beats only if it beats each),
+    (:func:`olas_utils.stats.uncertainty.against_every_control`: it beats only if it beats each),
     the control that decides (``strongest control``) and the paired margin ``ola − strongest``
     with its interval and its verdict, Holm-corrected across the table's cells (controls absent from ``items`` are left out);
     ``capped``: OLA runs (of ``seeds``) that did not stop by early stopping (:func:`~olas_utils.studies.outcomes.capped_runs`):
@@ -143,7 +143,7 @@ def _models_show(conditional: dict[str, str]) -> str:
 
 def _finish(out: pd.DataFrame, margins: list, mean_rows: dict[int, ModelReading]) -> pd.DataFrame:
     """``verdict``: Holm over the per-model rows (conditional reading); the mean-over-models rows
-    read across models (:func:`olas_utils.across_models.across_verdicts`, their own family)."""
+    read across models (:func:`olas_utils.stats.across_models.across_verdicts`, their own family)."""
     cond = [i for i in range(len(out)) if i not in mean_rows]
     v: list = [None] * len(out)
     for i, x in zip(cond, verdicts([margins[i] for i in cond])):

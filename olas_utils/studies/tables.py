@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from olas_utils.atomic import write_atomic, write_text_atomic
+from olas_utils.infra.atomic import write_atomic, write_text_atomic
 
 __all__ = ["ITEM_SUFFIXES", "write_table", "write_items", "read_items"]
 
@@ -20,7 +20,7 @@ ITEM_SUFFIXES = (".parquet", ".csv.gz")
 
 def write_table(df: pd.DataFrame, stem: str | Path, *, floatfmt: str = ".3f") -> tuple[Path, Path]:
     """Write ``df`` as ``<stem>.csv`` and ``<stem>.md`` (folders created; each written
-    atomically, :func:`olas_utils.atomic.write_text_atomic`). The Markdown shows floats with
+    atomically, :func:`olas_utils.infra.atomic.write_text_atomic`). The Markdown shows floats with
     ``floatfmt``, except p-values (a column named ``p``), which keep 4 decimals.
 
     Returns:

@@ -10,10 +10,17 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from olas_utils.across_models import across_verdicts, model_reading
+from olas_utils.stats.across_models import across_verdicts, model_reading
+from olas_utils.stats.uncertainty import (
+    BEATS,
+    INDISTINGUISHABLE,
+    LOSES,
+    against_every_control,
+    verdict_counts,
+    verdicts,
+)
 from olas_utils.studies.outcomes import capped_runs, estimate, family, rate, run_values, select, task_metric, versus
 from olas_utils.studies.transfer import CONTROLS, PAPER_CLAIMS, transfer_condition
-from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, against_every_control, verdict_counts, verdicts
 from olas_utils.vocabulary import Control
 
 __all__ = ["CLAIMS", "task_summary", "bar_chart", "verdict_frame", "lineage_frame", "comparison_markdown"]
@@ -66,7 +73,7 @@ def task_summary(frame: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     of :data:`CLAIMS` as paired margins (intervals over seeds, sources and test sentences)
     with verdicts Holm-corrected across the table's cells. A claim against "the strongest
     control" is tested against every control at once
-    (:func:`olas_utils.uncertainty.against_every_control`), so no control is chosen on the test
+    (:func:`olas_utils.stats.uncertainty.against_every_control`), so no control is chosen on the test
     sentences; its margin columns are those of the control that decides
     (``<claim> decided by``)."""
     rows, margins = [], {c: [] for c in CLAIMS}
@@ -131,7 +138,7 @@ def verdict_frame(summary: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     its interval, targets resampled too (``(target, run, sentence)``), against every control
     shared by the targets at once (the decisive one named in ``<name> decided by``); and the same margin read
     *across models* (the target is the unit: ``<name> across_verdict``, Holm over the table's
-    testable rows, ``not testable`` below 6 targets; :mod:`olas_utils.across_models`)."""
+    testable rows, ``not testable`` below 6 targets; :mod:`olas_utils.stats.across_models`)."""
     s = summary.dropna(subset=[_TOA])
     rows, readings = [], {}
     for task, t in s.groupby("task", sort=False):

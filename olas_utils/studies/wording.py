@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES
+from olas_utils.stats.uncertainty import BEATS, INDISTINGUISHABLE, LOSES
 
 __all__ = ["pct", "percent_ci", "points_ci", "verdict_counts", "VERDICT_SAYS"]
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import torch
 
-from olas_utils.atomic import save_atomic
-from olas_utils.fingerprint import sha256_tree
+from olas_utils.infra.atomic import save_atomic
+from olas_utils.infra.fingerprint import sha256_tree
 
 __all__ = ["CHECKPOINT_HASH", "CheckpointMismatchError", "checkpoint_intact", "read_checkpoint", "write_checkpoint"]
 
 #: Key under which a training checkpoint records the SHA-256 of the rest of its content
-#: (:func:`olas_utils.fingerprint.sha256_tree`).
+#: (:func:`olas_utils.infra.fingerprint.sha256_tree`).
 CHECKPOINT_HASH = "content_sha256"
 
 

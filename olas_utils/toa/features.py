@@ -2,7 +2,7 @@
 with the position of every word on the image axis and the gold targets.
 
 Channels (``docs/method.md#adapter``): for each requested map (e.g. ``"ola:1"``, ``"ola:2"``) the raw map
-and the map with its attention-sink outliers removed (:func:`olas_utils.sinks.preprocess`
+and the map with its attention-sink outliers removed (:func:`olas_utils.maths.sinks.preprocess`
 with ``keep_raw=True``), rows renormalised to sum 1 and then multiplied by the image side L
 so that every row sums to L whatever the sentence length (a uniform encoder row is all
 ones; a causal row i spreads L over its i+1 visible positions). Causal maps are *not*
@@ -31,7 +31,7 @@ import torch
 
 from olas_utils.data.tasks import TaskData
 from olas_utils.extract import OLAMaps
-from olas_utils.sinks import preprocess
+from olas_utils.maths.sinks import preprocess
 
 __all__ = [
     "Example",
@@ -187,7 +187,7 @@ def build_examples(
         maps: :class:`~olas_utils.extract.OLAMaps` of exactly ``data.words`` (same order).
         data: the task split (:func:`olas_utils.data.tasks.load_task`).
         keys: maps to stack, e.g. ``["ola:1", "ola:2"]``.
-        remove_sinks, keep_raw: see :func:`olas_utils.sinks.preprocess`.
+        remove_sinks, keep_raw: see :func:`olas_utils.maths.sinks.preprocess`.
         normalize, source: see the module docstring (``"rank"``; ``"position"`` control).
 
     Returns:

@@ -6,7 +6,7 @@ SemEval-2010 Task 8 official macro-F1 (9 relation types, direction counted, ``Ot
 excluded) and accuracy; dependency UAS / LAS per word with and without punctuation.
 Per-sentence outcomes (:func:`sentence_outcomes`, :func:`evaluate_outcomes`) hold the
 counts those metrics are sums of; :func:`metric_counts` turns them into the count columns
-and statistic of :func:`olas_utils.uncertainty.interval_of` (``docs/method.md#uncertainty``).
+and statistic of :func:`olas_utils.stats.uncertainty.interval_of` (``docs/method.md#uncertainty``).
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def _ratio_columns(kind: str, metric: str) -> tuple[str, str] | None:
 
 
 def metric_counts(task: str, kind: str, metric: str, outcomes) -> tuple:
-    """Count columns and statistic of one metric, for :func:`olas_utils.uncertainty.interval_of`.
+    """Count columns and statistic of one metric, for :func:`olas_utils.stats.uncertainty.interval_of`.
 
     Args:
         task, kind: the task (``TaskData.task`` / ``.kind``).
@@ -323,7 +323,7 @@ class AdapterSettings:
         seeds: the training seeds; every adapter is trained once per seed (its
             :class:`~olas_utils.toa.train.TrainConfig` ``seed``, part of its checkpoint key, from
             which batch order, noise and dropout are derived with
-            :func:`olas_utils.fingerprint.seed_from`); seed 0 is the run of a single-seed profile,
+            :func:`olas_utils.infra.fingerprint.seed_from`); seed 0 is the run of a single-seed profile,
             so its checkpoints stay valid.
     """
 

@@ -181,8 +181,8 @@ class TOAModel(nn.Module):
         """
         from pathlib import Path
 
-        from olas_utils.atomic import save_atomic
-        from olas_utils.fingerprint import sha256_tree
+        from olas_utils.infra.atomic import save_atomic
+        from olas_utils.infra.fingerprint import sha256_tree
 
         path = Path(path)
         content = {
@@ -221,7 +221,7 @@ class TOAModel(nn.Module):
             raise ValueError(f"{path} is not a readable TOA model ({e})") from e
         if not isinstance(data, dict) or data.get("format") != "olas-toa-1":
             raise ValueError(f"{path} is not a TOA model written by TOAModel.save")
-        from olas_utils.fingerprint import check_recorded_sha256
+        from olas_utils.infra.fingerprint import check_recorded_sha256
 
         check_recorded_sha256(data, what=f"the TOA model file {path}", verify=verify)
         model = cls(AdapterConfig(**data["adapter"]), data["kind"], data["n_classes"], **data["head_kwargs"])

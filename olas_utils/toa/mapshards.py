@@ -29,8 +29,8 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
-from olas_utils.atomic import write_json_atomic
-from olas_utils.fingerprint import legacy_json, sha256_text
+from olas_utils.infra.atomic import write_json_atomic
+from olas_utils.infra.fingerprint import legacy_json, sha256_text
 
 __all__ = ["sentence_id", "MapShards", "DamagedShardError"]
 

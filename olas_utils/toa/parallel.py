@@ -24,9 +24,9 @@ __all__ = ["fit_many", "default_workers"]
 
 
 def default_workers(device="cpu") -> int:
-    """Workers :func:`fit_many` uses by default: :func:`olas_utils.settings.cpu_workers` on the
+    """Workers :func:`fit_many` uses by default: :func:`olas_utils.infra.settings.cpu_workers` on the
     CPU (each with one thread), 1 on an accelerator."""
-    from olas_utils.settings import cpu_workers
+    from olas_utils.infra.settings import cpu_workers
 
     return 1 if str(device) != "cpu" else cpu_workers()
 
@@ -159,7 +159,7 @@ def _run_pool(pending: list, workers: int, progress: bool, desc: str) -> None:
     from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    from olas_utils.pools import spawn_pool
+    from olas_utils.infra.pools import spawn_pool
 
     threads = max(1, torch.get_num_threads() // workers)
     bar = tqdm(

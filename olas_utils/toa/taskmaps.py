@@ -21,7 +21,7 @@ from typing import Sequence
 
 from olas_utils.data.tasks import TaskData
 from olas_utils.extract import OLAMaps
-from olas_utils.fingerprint import legacy_json, library_versions, sha256_text
+from olas_utils.infra.fingerprint import legacy_json, library_versions, sha256_text
 from olas_utils.vocabulary import Control, MapKey
 
 __all__ = ["ModelPool", "maps_key", "task_maps"]
@@ -184,7 +184,7 @@ def task_maps(
             runs none, each key's uniform counterpart (:func:`olas_utils.extract.uniform_mixing`).
             Part of the cache key only when not empty.
         batch_size: sentences per forward pass.
-        cache_dir: OLAS cache folder (default :func:`olas_utils.settings.cache_dir`); maps go
+        cache_dir: OLAS cache folder (default :func:`olas_utils.infra.settings.cache_dir`); maps go
             to ``<cache>/taskmaps/<model>[+control]-<settings hash>/``.
         progress: progress bar.
 
@@ -198,12 +198,12 @@ def task_maps(
 
     Raises:
         ValueError: a ``mixing`` key that is not a context-mixing key, or one the model cannot
-            give (:func:`olas_utils.mixing_specs.mixing_problem`: leave it out for that model,
+            give (:func:`olas_utils.capture.mixing_specs.mixing_problem`: leave it out for that model,
             :func:`olas_utils.studies.depth.mixing_skips`), when its sentences are extracted;
             ``data`` without sentences.
     """
     from olas_utils.extract import extract_ola, uniform_mixing
-    from olas_utils.settings import cache_dir as default_cache
+    from olas_utils.infra.settings import cache_dir as default_cache
     from olas_utils.toa.mapshards import DamagedShardError, MapShards, sentence_id
 
     control = _control(control)
@@ -224,7 +224,7 @@ def task_maps(
             lm = pool.get(model, control)
             uniform = control is Control.TOKENIZER_ONLY
             if uniform and mixing:  # a key's uniform counterpart only where the model has the key
-                from olas_utils.mixing_specs import require_mixing
+                from olas_utils.capture.mixing_specs import require_mixing
 
                 require_mixing(lm.model, mixing)
             new = extract_ola(

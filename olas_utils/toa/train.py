@@ -21,11 +21,11 @@
   stops improving, not when the cap is reached). The plateau rate of an epoch is a function of the
   dev curve so far, so a resumed run sets the same rate.
 * **Paper settings** (``docs/method.md#training``): AdamW, linear decay, Gaussian-noise augmentation with
-  probability 0.3 per image (:data:`olas_utils.augment.PAPER_ADAPTER`). The paper gives the
+  probability 0.3 per image (:data:`olas_utils.maths.augment.PAPER_ADAPTER`). The paper gives the
   noise std as 0.2 without a scale; here it is 0.2 × the channel's standard deviation. The
   paper's other augmentations (a transfer remedy, off by default,
-  :data:`olas_utils.augment.PAPER_ADAPTER_AUGMENTED`): highlighted sink columns (1–3
-  columns) and a random temperature. All come from :mod:`olas_utils.augment`, in its
+  :data:`olas_utils.maths.augment.PAPER_ADAPTER_AUGMENTED`): highlighted sink columns (1–3
+  columns) and a random temperature. All come from :mod:`olas_utils.maths.augment`, in its
   ``"adapter"`` draw order.
 """
 
@@ -41,9 +41,9 @@ from typing import Callable, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from olas_utils.atomic import check_writable
-from olas_utils.augment import PAPER_ADAPTER, Augmentation, augment_batch
-from olas_utils.fingerprint import legacy_json, seed_from, sha256_chunks
+from olas_utils.infra.atomic import check_writable
+from olas_utils.infra.fingerprint import legacy_json, seed_from, sha256_chunks
+from olas_utils.maths.augment import PAPER_ADAPTER, Augmentation, augment_batch
 from olas_utils.toa.checkpoints import (
     CHECKPOINT_HASH,
     CheckpointMismatchError,
@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 
-#: TrainConfig's augmentation arguments (and attributes) → their :class:`~olas_utils.augment.Augmentation` fields.
+#: TrainConfig's augmentation arguments (and attributes) → their :class:`~olas_utils.maths.augment.Augmentation` fields.
 _AUGMENTATION_ARGS = {
     "noise_p": "noise_p",
     "noise_std": "noise_std_ratio",
@@ -109,7 +109,7 @@ class TrainConfig:
         seed: seeds initialisation, batch order, noise and dropout.
         checkpoint_every: steps between checkpoints (also written after the last step).
         augmentation: the training augmentations (default
-            :data:`olas_utils.augment.PAPER_ADAPTER`: noise p 0.3, std 0.2 × the channel's std).
+            :data:`olas_utils.maths.augment.PAPER_ADAPTER`: noise p 0.3, std 0.2 × the channel's std).
         schedule: ``"linear"`` (decay to 0 over ``epochs``) or ``"plateau"`` (``lr`` times
             ``lr_factor`` to the number of epochs so far whose dev score did not improve on the
             best; needs a :class:`Selection`).
@@ -155,7 +155,7 @@ class TrainConfig:
                 raise ValueError(f"{name} must be {'>= 0' if name == 'noise_std' else 'in [0, 1]'}, got {value}")
         if not isinstance(augmentation, Augmentation):
             raise TypeError(
-                f"augmentation must be an olas_utils.augment.Augmentation, got {type(augmentation).__name__}"
+                f"augmentation must be an olas_utils.maths.augment.Augmentation, got {type(augmentation).__name__}"
             )
         changes = {_AUGMENTATION_ARGS[k]: v for k, v in given.items() if v is not None}
         values = {
@@ -281,7 +281,7 @@ def examples_digest(examples: Sequence[Example]) -> str:
 def _config_identity(cfg: TrainConfig) -> dict:
     """``cfg`` in the key layout from before :class:`Augmentation` existed (its four settings beside the others),
     so checkpoints written then stay valid; settings that layout lacked (column range, draw order) are added
-    under ``"augmentation"`` where they differ from :data:`~olas_utils.augment.PAPER_ADAPTER`."""
+    under ``"augmentation"`` where they differ from :data:`~olas_utils.maths.augment.PAPER_ADAPTER`."""
     out = {
         f.name: getattr(cfg, f.name)
         for f in fields(cfg)

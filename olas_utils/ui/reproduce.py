@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from olas_utils.settings import RUNS, project_root
+from olas_utils.infra.settings import RUNS, project_root
 
 __all__ = [
     "PROFILES",
@@ -100,7 +100,7 @@ def _check_folder(path: Path, flag: str) -> None:
 
 def _for_notebook(path: Path) -> str:
     """``path`` as a notebook parameter: relative to the project root when inside it (the notebooks
-    read relative folders from there, :func:`olas_utils.settings.output_folder`), else absolute."""
+    read relative folders from there, :func:`olas_utils.infra.settings.output_folder`), else absolute."""
     root = project_root()
     return os.path.relpath(path, root) if _inside(path, root) else str(path)
 
@@ -251,7 +251,7 @@ def reproduce(
             f"(its unsaved or uncommitted edits would be lost); choose another folder (default {RUNS}/{profile}/executed)"
         )
     params = {"results_dir": _for_notebook(results), "figures_dir": _for_notebook(figures)}
-    # the notebooks read them with olas_utils.settings.output_folder, from the project root
+    # the notebooks read them with olas_utils.infra.settings.output_folder, from the project root
     done = []
     for b in books:
         t0 = time.time()

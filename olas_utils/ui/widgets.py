@@ -17,7 +17,7 @@ the protocol and the sizes. A text longer than a model takes is an error by defa
 Everything is computed by library functions: :func:`olas_utils.extract.extract_ola` (one
 subword-level pass per model and sentence, cached; the word level is its
 :meth:`~olas_utils.extract.OLAMaps.to_words`, exactly what ``extract_ola(level="word")``
-returns), :func:`olas_utils.sinks.preprocess` for sink removal (outliers zeroed, rows
+returns), :func:`olas_utils.maths.sinks.preprocess` for sink removal (outliers zeroed, rows
 renormalised; causal maps are *not* symmetrised, so they stay lower-triangular as in the
 gallery) and :func:`olas_utils.studies.plots.heatmap`. Models are loaded lazily, on first use,
 and kept per name.
@@ -55,7 +55,7 @@ class OLAExplorer:
         sentence: initial text; words are separated by whitespace.
         key: ``"ola:k"`` (``1 <= k <= max_order``) or ``"rollout"``.
         remove_sinks: zero attention-sink outliers and renormalise rows
-            (:func:`olas_utils.sinks.preprocess`, no symmetrisation).
+            (:func:`olas_utils.maths.sinks.preprocess`, no symmetrisation).
         level: ``"word"`` or ``"subword"``.
         max_order: highest order offered (each model needs at least that many layers).
         models: names offered in the dropdowns (default the zoo's default models plus
@@ -218,7 +218,7 @@ class OLAExplorer:
                 than the model takes (see :func:`olas_utils.extract.extract_ola`).
         """
         from olas_utils.extract import extract_ola, max_tokens
-        from olas_utils.sinks import preprocess
+        from olas_utils.maths.sinks import preprocess
 
         words = tuple(self.words())
         lm = self.loaded(name)

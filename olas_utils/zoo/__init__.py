@@ -39,7 +39,7 @@ does no work (``transformers`` is imported on first use).
 
 from __future__ import annotations
 
-from olas_utils.architecture import is_causal_config
+from olas_utils.capture.architecture import is_causal_config
 from olas_utils.zoo.cli import main
 from olas_utils.zoo.controls import random_weights_copy
 from olas_utils.zoo.errors import (

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Iterable, Sequence
 
-from olas_utils import settings
+from olas_utils.infra import settings
 from olas_utils.zoo.controls import random_weights_copy
 from olas_utils.zoo.errors import (
     DamagedFolderError,

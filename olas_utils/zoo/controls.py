@@ -13,7 +13,7 @@ computation:
 * :func:`half_random_copy` — the paper's half-random control: the trained model with half of its
   transformer layers (a seeded choice) replaced by those of :func:`random_weights_copy`;
 * :func:`uniform_attention_copy` — the tokenizer-only control: no weights at all, every
-  layer attends uniformly to the tokens it may see (:mod:`olas_utils.uniform`); it shares
+  layer attends uniformly to the tokens it may see (:mod:`olas_utils.maths.uniform`); it shares
   the original's model object only for its config and runs no forward pass.
 
 Controls are :class:`olas_utils.vocabulary.Control` members (:data:`CONTROLS` maps each

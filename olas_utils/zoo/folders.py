@@ -21,8 +21,8 @@ import json
 import os
 from pathlib import Path
 
-from olas_utils import settings
-from olas_utils.fingerprint import sha256_file, sha256_file_once
+from olas_utils.infra import settings
+from olas_utils.infra.fingerprint import sha256_file, sha256_file_once
 from olas_utils.zoo.errors import DamagedFolderError, UnverifiedFolderError
 from olas_utils.zoo.registry import ZooEntry, get_entry
 

@@ -19,8 +19,8 @@ from typing import Callable
 
 import torch
 
-from olas_utils.atomic import write_atomic, write_json_atomic
-from olas_utils.fingerprint import sha256_file, sha256_stream
+from olas_utils.infra.atomic import write_atomic, write_json_atomic
+from olas_utils.infra.fingerprint import sha256_file, sha256_stream
 from olas_utils.zoo.folders import work_dir
 from olas_utils.zoo.registry import ZooEntry
 from olas_utils.zoo.sources import ConcatReader, check_hash, zip_member_name
@@ -279,7 +279,7 @@ def drop_tokens_beyond_table(folder: Path) -> list[str]:
     the model's embedding table (``config.json``'s ``vocab_size``), and every setting that names
     them. embeddinggemma-300m ships Gemma 3's multimodal ``<image_soft_token>`` (id 262,144) with
     a 262,144-row table: a tokenizer that can emit an id the table lacks is refused by
-    :func:`olas_utils.architecture.check_tokenizer`, rightly, so the text encoder's tokenizer is
+    :func:`olas_utils.capture.architecture.check_tokenizer`, rightly, so the text encoder's tokenizer is
     made without it.
 
     Returns:

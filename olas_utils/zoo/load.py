@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from olas_utils import settings
-from olas_utils.architecture import is_causal_config
-from olas_utils.fingerprint import sha256_chunks
+from olas_utils.capture.architecture import is_causal_config
+from olas_utils.infra import settings
+from olas_utils.infra.fingerprint import sha256_chunks
 from olas_utils.vocabulary import family_of
 from olas_utils.zoo.errors import UnknownModelError
 from olas_utils.zoo.folders import read_marker, verify_folder
@@ -143,7 +143,7 @@ def load_model(
         name_or_path: zoo short name (``"minilm-l6"``), path to a Hugging Face folder,
             or a Hugging Face id (passed to ``from_pretrained`` as is; needs it in the
             local Hugging Face cache or hub access).
-        device: device for :func:`olas_utils.settings.resolve_device` (None: ``$OLAS_DEVICE``,
+        device: device for :func:`olas_utils.infra.settings.resolve_device` (None: ``$OLAS_DEVICE``,
             else CUDA if available, else CPU).
         dtype: parameter dtype (default fp32).
         attn_implementation: passed through to ``from_pretrained`` (default ``"eager"``,

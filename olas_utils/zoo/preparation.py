@@ -15,8 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Iterator
 
-from olas_utils import settings
-from olas_utils.atomic import write_json_atomic
+from olas_utils.infra import settings
+from olas_utils.infra.atomic import write_json_atomic
 from olas_utils.zoo.folders import (
     MARKER_FORMAT,
     MARKER_NAME,

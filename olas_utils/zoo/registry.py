@@ -59,7 +59,7 @@ class ZooEntry:
         name: short name (``"qwen2.5-0.5b"``).
         checkpoint: the original checkpoint it was made from.
         family: ``"encoder"`` or ``"causal"``, for display and grouping only; whether a
-            loaded model is causal is read from its config (see :func:`olas_utils.architecture.is_causal_config`).
+            loaded model is causal is read from its config (see :func:`olas_utils.capture.architecture.is_causal_config`).
         model_type: the ``transformers`` ``model_type`` of the prepared folder.
         num_layers: number of transformer layers (attention tensors per forward pass).
         num_heads: attention heads per layer.

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import torch
 
-from olas_utils import settings
+from olas_utils.infra import settings
 from olas_utils.zoo.folders import MARKER_NAME, verify_folder
 from olas_utils.zoo.load import LoadedModel
 
@@ -210,7 +210,7 @@ def sanity_check(
 
     Args:
         loaded: a :class:`LoadedModel`.
-        data_dir: data folder (see :func:`olas_utils.settings.data_dir`); causal only.
+        data_dir: data folder (see :func:`olas_utils.infra.settings.data_dir`); causal only.
         n_sentences: number of UD sentences (causal).
         batch_size: sentences per forward pass (causal).
 

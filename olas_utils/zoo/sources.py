@@ -11,8 +11,8 @@ import zipfile
 from pathlib import Path
 from typing import Sequence
 
-from olas_utils import settings
-from olas_utils.fingerprint import sha256_file, sha256_stream
+from olas_utils.infra import settings
+from olas_utils.infra.fingerprint import sha256_file, sha256_stream
 from olas_utils.zoo.errors import HashMismatchError, ModelNotInstalledError, ZooError
 from olas_utils.zoo.folders import work_dir
 from olas_utils.zoo.registry import SourceFile, ZooEntry, get_entry, normalise_dist

@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from olas_utils.across_models import (
+from olas_utils.stats.across_models import (
     NOT_TESTABLE,
     across_verdicts,
     dyadic_sign_flip_p,
@@ -17,8 +17,8 @@ from olas_utils.across_models import (
     pair_reading,
     sign_flip_p,
 )
-from olas_utils.uncertainty import against_every_control, verdicts
-from olas_utils.uncertainty import margin as item_margin
+from olas_utils.stats.uncertainty import against_every_control, verdicts
+from olas_utils.stats.uncertainty import margin as item_margin
 
 
 def _brute_sign_flip(v):
@@ -126,7 +126,7 @@ def test_no_verdict_from_a_nan_p_value():
 
 
 def test_no_interval_or_verdict_from_fewer_than_the_minimum_items():
-    from olas_utils.uncertainty import MIN_ITEMS, interval, interval_of, ratio
+    from olas_utils.stats.uncertainty import MIN_ITEMS, interval, interval_of, ratio
 
     with pytest.raises(ValueError, match="item"):
         verdicts([item_margin([1.0], [0.0])])  # one item: it was "beats" at p = 0.0005
@@ -140,7 +140,7 @@ def test_no_interval_or_verdict_from_fewer_than_the_minimum_items():
 
 
 def test_holm_reject_equals_statsmodels_on_random_and_tied_p_values():
-    from olas_utils.uncertainty import holm_reject
+    from olas_utils.stats.uncertainty import holm_reject
 
     rng = np.random.default_rng(11)
     for m in (1, 2, 5, 36):

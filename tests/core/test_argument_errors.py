@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from olas_utils.settings import resolve_device
+from olas_utils.infra.settings import resolve_device
 
 
 @pytest.mark.parametrize("bad", ["gpu", "cuda:x", "", "CPU0"])

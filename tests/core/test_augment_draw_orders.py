@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 import torch
 
-from olas_utils.augment import (
+from olas_utils.maths.augment import (
     MODES,
     NO_AUGMENTATION,
     PAPER_ADAPTER,
@@ -103,7 +103,7 @@ def test_adapter_order_temperature_and_sink_come_image_by_image_before_the_noise
     aug = Augmentation(sink_p=1.0, noise_p=0.0, temperature_p=1.0, mode="adapter")
     out = augment_batch(x, torch.Generator().manual_seed(2), aug)
     g = torch.Generator().manual_seed(2)
-    from olas_utils.augment import apply_temperature, highlight_sink_columns
+    from olas_utils.maths.augment import apply_temperature, highlight_sink_columns
 
     expected = x.clone()
     for i in range(2):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from olas_utils.augment import apply_temperature
+from olas_utils.maths.augment import apply_temperature
 
 
 def test_temperature_keeps_row_sums_and_identity_at_one():

@@ -5,9 +5,9 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM, MPNetConfig, MPNetModel
 
-from olas_utils.architecture import capture_path, is_causal_model
-from olas_utils.capture import AttentionCapture, head_average
-from olas_utils.ola import ola_from_layers
+from olas_utils.capture.architecture import capture_path, is_causal_model
+from olas_utils.capture.attention import AttentionCapture, head_average
+from olas_utils.maths.ola import ola_from_layers
 
 
 def tiny(kind, dtype=torch.float32):

@@ -5,9 +5,9 @@ import pytest
 import torch
 from conftest import zoo_models_to_test
 
-from olas_utils.capture import AttentionCapture, head_average
+from olas_utils.capture.attention import AttentionCapture, head_average
 from olas_utils.extract import extract_ola
-from olas_utils.ola import ola_from_layers
+from olas_utils.maths.ola import ola_from_layers
 
 DEFAULT = zoo_models_to_test()  # every default zoo model, then the optional ones prepared here
 

@@ -12,9 +12,9 @@ import threading
 import pytest
 import torch
 
-from olas_utils import atomic, fingerprint
-from olas_utils.atomic import save_atomic, write_atomic, write_bytes_atomic, write_json_atomic, write_text_atomic
-from olas_utils.fingerprint import (
+from olas_utils.infra import atomic, fingerprint
+from olas_utils.infra.atomic import save_atomic, write_atomic, write_bytes_atomic, write_json_atomic, write_text_atomic
+from olas_utils.infra.fingerprint import (
     canonical_json,
     legacy_json,
     safe_name,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from olas_utils.flow import (
+from olas_utils.maths.flow import (
     DEFAULT_SCALE,
     FlowCost,
     attention_flow,

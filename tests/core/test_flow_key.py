@@ -1,5 +1,5 @@
 """The ``"flow"`` map key: attention flow extracted through ``extract_ola(..., mixing=("flow",))``,
-checked against ``olas_utils.flow.attention_flow`` run on the same model's per-layer attention
+checked against ``olas_utils.maths.flow.attention_flow`` run on the same model's per-layer attention
 extracted one sentence at a time (that function is checked against networkx in test_flow.py),
 against hand-computed flows of uniform attention, and through the plumbing that hands it to the
 notebooks (map caches, skips, refusals)."""
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from olas_utils.extract import extract_ola, mixing_layers, uniform_mixing
-from olas_utils.flow import attention_flow
-from olas_utils.uniform import uniform_reference
+from olas_utils.maths.flow import attention_flow
+from olas_utils.maths.uniform import uniform_reference
 from olas_utils.vocabulary import MapKey
 
 SENTS = [
@@ -25,7 +25,7 @@ SENTS = [
 def per_layer_flow(lm, sentence) -> torch.Tensor:
     """The reference: every layer's head-averaged attention of one sentence alone (no padding),
     then attention_flow on the stack."""
-    from olas_utils.architecture import num_attention_layers
+    from olas_utils.capture.architecture import num_attention_layers
 
     n = num_attention_layers(lm.model)
     alone = extract_ola(lm.model, lm.tokenizer, [sentence], orders=(1,), layers=range(n), progress=False)

@@ -15,8 +15,8 @@ from collections import namedtuple
 import pytest
 import torch
 
-from olas_utils import atomic
-from olas_utils.atomic import check_free_space, reserve_file, save_atomic, write_atomic
+from olas_utils.infra import atomic
+from olas_utils.infra.atomic import check_free_space, reserve_file, save_atomic, write_atomic
 
 Usage = namedtuple("Usage", "total used free")
 

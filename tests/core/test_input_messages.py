@@ -72,8 +72,8 @@ def test_statistics_name_what_is_wrong_with_their_input(tmp_path):
     import numpy as np
     import pandas as pd
 
+    from olas_utils.stats.uncertainty import interval
     from olas_utils.studies import crosslm_stats, summary
-    from olas_utils.uncertainty import interval
 
     with pytest.raises(ValueError, match="must hold numbers"):
         interval(["a", "b", "c", "d", "e"])

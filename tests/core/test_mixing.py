@@ -1,4 +1,4 @@
-"""Context-mixing baselines (olas_utils.mixing): the tensor math against hand-worked and
+"""Context-mixing baselines (olas_utils.maths.mixing): the tensor math against hand-worked and
 independent references, order-k decompositions against enumeration, and the errors. Real-model
 checks (decomposition identity on every zoo model, batch invariance) are in
 test_mixing_real.py."""
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from olas_utils.capture import AttentionCapture
+from olas_utils.capture.attention import AttentionCapture
 from olas_utils.extract import extract_ola, mixing_layers, parse_key
-from olas_utils.mixing import (
+from olas_utils.maths.mixing import (
     LinearisedNorm,
     MixingAccumulator,
     alti_from_vectors,
@@ -25,7 +25,7 @@ from olas_utils.mixing import (
     row_normalise,
     value_norms,
 )
-from olas_utils.uniform import uniform_reference
+from olas_utils.maths.uniform import uniform_reference
 
 SENTS = [["The", "cat", "sat", "on", "the", "mat", "."], ["Dogs", "bark", "."]]
 
@@ -331,7 +331,7 @@ def test_mixing_errors(tiny_lm, monkeypatch):
     with pytest.raises(ValueError, match="exceeds|outside"):
         extract_ola(lm.model, lm.tokenizer, SENTS, mixing=("alti:4",), progress=False)
 
-    from olas_utils import mixing_specs
+    from olas_utils.capture import mixing_specs
 
     # an architecture without a spec: mixing refused, naming what is missing; OLA keys still work
     monkeypatch.delitem(mixing_specs.MIXING_SPECS, "LlamaAttention")

@@ -8,7 +8,7 @@ import torch
 from conftest import zoo_models_to_test
 
 from olas_utils.align import tokenize_words
-from olas_utils.capture import AttentionCapture
+from olas_utils.capture.attention import AttentionCapture
 from olas_utils.extract import extract_ola
 
 DEFAULT = zoo_models_to_test()  # every default zoo model, then the optional ones prepared here

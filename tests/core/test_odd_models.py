@@ -12,10 +12,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from olas_utils.architecture import is_causal_config, is_causal_model
-from olas_utils.capture import CAPTURE_IMPLEMENTATION
+from olas_utils.capture.architecture import is_causal_config, is_causal_model
+from olas_utils.capture.attention import CAPTURE_IMPLEMENTATION
 from olas_utils.extract import extract_ola
-from olas_utils.sinks import symmetrize_causal
+from olas_utils.maths.sinks import symmetrize_causal
 
 SENTS = [["The", "cat", "sat", "on", "the", "mat", "."], ["A", "dog", "barked", "."]]
 
@@ -227,7 +227,7 @@ def test_unsupported_architectures_say_so(kind, name):
 
 @pytest.mark.parametrize("kind", ["longformer", "funnel", "canine"])
 def test_attention_that_is_not_txt_is_refused_even_without_a_table_entry(kind, monkeypatch):
-    from olas_utils import architecture
+    from olas_utils.capture import architecture
 
     monkeypatch.setattr(architecture, "UNSUPPORTED_ATTENTION", {})
     m = _tiny_unsupported(kind).eval()

@@ -6,7 +6,7 @@ from math import comb
 import pytest
 import torch
 
-from olas_utils.ola import OrderAccumulator, check_orders, ola_from_layers, rollout_from_layers
+from olas_utils.maths.ola import OrderAccumulator, check_orders, ola_from_layers, rollout_from_layers
 
 
 def random_stochastic(n_layers, batch, t, seed, causal=False):

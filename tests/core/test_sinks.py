@@ -5,7 +5,7 @@ import statistics
 import pytest
 import torch
 
-from olas_utils.sinks import outlier_mask, preprocess, remove_outliers, renormalize_rows, symmetrize_causal
+from olas_utils.maths.sinks import outlier_mask, preprocess, remove_outliers, renormalize_rows, symmetrize_causal
 
 
 def test_outlier_is_argmax_and_above_mean_plus_3sigma():

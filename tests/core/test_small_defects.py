@@ -19,7 +19,7 @@ def test_only_the_mixing_key_gemma_cannot_give_is_refused(zoo_model):
     assert "cannot give the mixing key(s) ['globenc']:" in msg
     assert "post-LN" in msg and "mixing=('valuenorm', 'alti', 'alti:2')" in msg
     # the capture itself names only the failing method too
-    from olas_utils.capture import AttentionCapture
+    from olas_utils.capture.attention import AttentionCapture
 
     with pytest.raises(ValueError, match=r"cannot extract \['globenc'\]: globenc"):
         AttentionCapture(lm.model, max_order=1, mixing=["alti", "globenc"])

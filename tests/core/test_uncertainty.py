@@ -1,4 +1,4 @@
-"""Bootstrap intervals and three-way verdicts (olas_utils.uncertainty) against references
+"""Bootstrap intervals and three-way verdicts (olas_utils.stats.uncertainty) against references
 that do not use the code: scipy's own bootstrap, coverage on synthetic data whose true
 value is known, and Holm's step-down procedure worked by hand."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from olas_utils.uncertainty import (
+from olas_utils.stats.uncertainty import (
     BEATS,
     INDISTINGUISHABLE,
     LOSES,
@@ -143,7 +143,7 @@ def _runs(rng, rates, words):
 
 
 def test_statistic_of_counts_with_ratio_is_interval_and_margin_draw_for_draw():
-    from olas_utils.uncertainty import interval_of, margin_of, ratio
+    from olas_utils.stats.uncertainty import interval_of, margin_of, ratio
 
     rng = np.random.default_rng(7)
     words = rng.integers(3, 30, size=150)
@@ -160,7 +160,7 @@ def test_statistic_of_counts_with_ratio_is_interval_and_margin_draw_for_draw():
 
 
 def test_margin_of_compares_runs_of_different_numbers_and_pairs():
-    from olas_utils.uncertainty import interval_of, margin_of, ratio
+    from olas_utils.stats.uncertainty import interval_of, margin_of, ratio
 
     rng = np.random.default_rng(8)
     words = rng.integers(3, 30, size=200)
@@ -186,7 +186,7 @@ def test_nonlinear_statistic_known_answers():
     """Macro-F1-like statistic (mean over classes of 2tp / (pred + gold)): a system clearly
     better than its baseline beats it, one against itself is indistinguishable, clearly worse
     loses."""
-    from olas_utils.uncertainty import margin_of
+    from olas_utils.stats.uncertainty import margin_of
 
     rng = np.random.default_rng(9)
     n, k = 300, 4

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from olas_utils.align import pool_to_words
-from olas_utils.flow import attention_flow, flow_cost
-from olas_utils.mixing import mixing_plan
-from olas_utils.ola import check_orders
-from olas_utils.uniform import uniform_reference
+from olas_utils.maths.flow import attention_flow, flow_cost
+from olas_utils.maths.mixing import mixing_plan
+from olas_utils.maths.ola import check_orders
+from olas_utils.maths.uniform import uniform_reference
 
 
 def test_attention_flow_refuses_attention_that_is_all_zero():

@@ -8,7 +8,7 @@ import torch
 
 from olas_utils.align import pool_to_words
 from olas_utils.extract import extract_ola
-from olas_utils.uniform import uniform_attention, uniform_reference
+from olas_utils.maths.uniform import uniform_attention, uniform_reference
 
 WORDS = [["Unbelievably", "tokenized", "words", "arrive", "."], ["A", "cat", "sat"]]
 

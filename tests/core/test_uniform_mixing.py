@@ -76,7 +76,7 @@ def test_uniform_mixing_refuses_what_it_does_not_define(tiny_lm):
 
 def test_neutral_pooling_of_a_product_of_many_causal_layers_is_named_meaningless():
     from olas_utils.maps import OLAMaps
-    from olas_utils.uniform import MAX_NEUTRAL_PRODUCT, neutral_problem, uniform_reference
+    from olas_utils.maths.uniform import MAX_NEUTRAL_PRODUCT, neutral_problem, uniform_reference
 
     deep = MAX_NEUTRAL_PRODUCT + 1
     assert "product of all 4 causal layers" in neutral_problem("alti", causal=True, num_layers=deep)

@@ -1,6 +1,6 @@
 """Uniform attention (tokenizer-only control, neutral-pooling reference) on sliding-window layers.
 
-References are independent of :mod:`olas_utils.uniform`: masks built by hand from the rule
+References are independent of :mod:`olas_utils.maths.uniform`: masks built by hand from the rule
 ``i - w < j <= i`` (the one in transformers' ``sliding_window_overlay`` and
 ``causal_mask_function``), brute-force enumeration of layer products, and the real
 gemma3-270m's own attention (``output_attentions=True``, eager) on a 600-token EWT text.
@@ -16,7 +16,7 @@ import torch
 
 from olas_utils.align import pool_to_words, tokenize_words
 from olas_utils.extract import extract_ola
-from olas_utils.uniform import uniform_attention, uniform_reference
+from olas_utils.maths.uniform import uniform_attention, uniform_reference
 
 
 def _hand_uniform(t: int, causal: bool, window: int | None) -> torch.Tensor:
@@ -196,7 +196,7 @@ def test_tiny_gemma3_support_equals_its_attention(bidirectional):
     # halves it to 3, then |i - j| < 3), on 12 tokens, far past the window
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-    from olas_utils.architecture import attention_windows, is_causal_model
+    from olas_utils.capture.architecture import attention_windows, is_causal_model
 
     torch.manual_seed(0)
     cfg = Gemma3TextConfig(
@@ -231,7 +231,7 @@ def test_tiny_gemma3_support_equals_its_attention(bidirectional):
 def test_attention_windows_of_other_configs():
     from transformers import BertConfig, LlamaConfig, MistralConfig, Qwen2Config
 
-    from olas_utils.architecture import attention_windows
+    from olas_utils.capture.architecture import attention_windows
 
     assert attention_windows(BertConfig(num_hidden_layers=3), causal=False) == (None,) * 3
     assert attention_windows(LlamaConfig(num_hidden_layers=2), causal=True) == (None, None)

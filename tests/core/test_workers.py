@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from olas_utils import settings
+from olas_utils.infra import settings
 from olas_utils.similarity import logistic
 from olas_utils.toa.parallel import default_workers
 
@@ -39,7 +39,7 @@ def test_logistic_workers_default_cap_jobs_and_bad_values(monkeypatch):
 def test_spawn_pool_runs_jobs_and_stops_its_workers_at_once_on_an_error():
     import time
 
-    from olas_utils.pools import spawn_pool
+    from olas_utils.infra.pools import spawn_pool
 
     with spawn_pool(1) as pool:
         assert pool.submit(pow, 3, 4).result() == 81

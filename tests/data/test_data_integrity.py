@@ -25,7 +25,7 @@ from olas_utils.data import (
     load_uner_ewt,
     read_conllu,
 )
-from olas_utils.settings import data_dir
+from olas_utils.infra.settings import data_dir
 
 REAL = data_dir()
 UD_DEV = "ud_english_ewt/en_ewt-ud-dev.conllu"

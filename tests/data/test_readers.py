@@ -13,7 +13,7 @@ import datasets
 import pytest
 
 from olas_utils import data as D
-from olas_utils.settings import data_dir
+from olas_utils.infra.settings import data_dir
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CONLL2012_FIXTURE = FIXTURES / "conll2012"

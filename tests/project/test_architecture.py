@@ -1,25 +1,11 @@
-"""The package's layout is its architecture: layers, no upward import, no circle, no private
-name shared across modules, a hard cap on file length.
+"""The package's layout is its architecture. ``docs/architecture.md`` is its one description:
+each ``## <n> <wing>`` section is a wing at layer n with its modules listed; this file reads it
+and enforces it: every module listed in exactly one wing, no import into a higher layer or into
+another wing of the same layer, no circle, no private name shared across modules, a hard cap on
+file length.
 
 The imports are read from the source with ``ast`` (module level *and* inside functions), so a
 lazy import inside a function counts like any other: it runs sooner or later.
-
-Modules have one job each, which is reviewed by hand (``docs/architecture.md``, kept complete
-by ``test_module_map.py``); a hard cap of :data:`MAX_LINES` lines
-only stops a file from growing into several jobs (cohesive modules are not cut up to fit a
-smaller number). A module never imports another module's underscore-prefixed names: what two
-modules share has a public name.
-
-Layers, lowest first (a module may import its own layer or a lower one; the two analysis
-subpackages of layer 3 do not import each other):
-
-    0 core        olas_utils.{settings, vocabulary, fingerprint, atomic, ola, uniform, architecture, capture,
-                  maps, extract, align, sinks, augment}
-    1 data        olas_utils.data.*
-    2 zoo         olas_utils.zoo.*
-    3 analyses    olas_utils.similarity.*, olas_utils.toa.*
-    4 studies     olas_utils.studies.*
-    5 ui          olas_utils.ui.*
 
 ``olas_utils/__init__.py`` is the front door: it re-exports lazily (PEP 562) and imports nothing
 at import time, so it sits outside the layers; ``test_front_door`` checks what it offers.
@@ -28,14 +14,35 @@ at import time, so it sits outside the layers; ``test_front_door`` checks what i
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PKG = Path(__file__).resolve().parents[2] / "olas_utils"
-SUBPACKAGE_LAYER = {"data": 1, "zoo": 2, "similarity": 3, "toa": 3, "studies": 4, "ui": 5}
+ARCHITECTURE = PKG.parent / "docs" / "architecture.md"
 #: Hard cap on a module's length; below it, "one job per module" is a matter of review.
 MAX_LINES = 600
+
+
+def read_wings(text: str) -> dict[str, tuple[int, str]]:
+    """``{module: (layer, wing)}`` from the page: rows ``| `name` | job |`` under ``## <n> <wing>``."""
+    out: dict[str, tuple[int, str]] = {}
+    where = None
+    for line in text.splitlines():
+        if m := re.match(r"## (\d+) (\w+)\s*$", line):
+            where = (int(m.group(1)), m.group(2))
+        elif line.startswith("## "):
+            where = None
+        elif m := re.match(r"\| `(olas_utils[\w.]*)` \| (.+) \|\s*$", line):
+            assert where is not None, f"{m.group(1)} is listed outside a '## <n> <wing>' section"
+            assert m.group(2).strip(), f"{m.group(1)} is listed without its job"
+            assert m.group(1) not in out, f"{m.group(1)} is listed twice"
+            out[m.group(1)] = where
+    return out
+
+
+WINGS = read_wings(ARCHITECTURE.read_text(encoding="utf-8"))
 
 
 def module_name(path: Path) -> str:
@@ -89,10 +96,8 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str
 
 
 def layer(name: str) -> tuple[int, str]:
-    parts = name.split(".")
-    if len(parts) >= 2 and parts[1] in SUBPACKAGE_LAYER:
-        return SUBPACKAGE_LAYER[parts[1]], parts[1]
-    return 0, "core"
+    """(layer, wing) of a module, as docs/architecture.md lists it."""
+    return WINGS[name]
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -138,7 +143,7 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_imports_of_every_kind():
     # function-level, relative and ``from pkg import submodule`` imports all count
     g = import_graph()
-    assert "olas_utils.ola" in g["olas_utils.capture"]
+    assert "olas_utils.maths.ola" in g["olas_utils.capture.attention"]
     assert "olas_utils.zoo.controls" in g["olas_utils.toa.taskmaps"]  # imported inside a method
     assert "olas_utils.toa.metrics" in g["olas_utils.toa.fit"]  # ``from olas_utils.toa import metrics``
 
@@ -222,9 +227,33 @@ def test_the_private_import_finder_finds_them(tmp_path):
     ]
 
 
-def test_every_subpackage_has_its_layer():
-    subpackages = {p.parent.name for p in PKG.glob("*/__init__.py")}
-    assert subpackages == set(SUBPACKAGE_LAYER), subpackages ^ set(SUBPACKAGE_LAYER)
+def test_the_page_lists_every_module_once_and_nothing_else():
+    listed, actual = set(WINGS), set(all_modules())
+    assert sorted(actual - listed) == [], "modules missing from docs/architecture.md"
+    assert sorted(listed - actual) == [], "docs/architecture.md lists modules that do not exist"
+
+
+def test_a_wing_is_a_folder_or_the_root():
+    """A subpackage's modules all sit in one wing, so the folders are the wings."""
+    by_folder: dict[str, set[tuple[int, str]]] = {}
+    for name in WINGS:
+        if name == "olas_utils":
+            continue
+        parts = name.split(".")
+        folder = parts[1] if (PKG / parts[1]).is_dir() else "<root>"
+        by_folder.setdefault(folder, set()).add(WINGS[name])
+    split = {f: sorted(w) for f, w in by_folder.items() if len(w) > 1 and f != "<root>"}
+    assert not split, f"a folder split over several wings: {split}"
+
+
+def test_the_wing_reader_sees_rows_and_layers():
+    text = (
+        "intro\n## 1 maths\n\n| module | its one job |\n|---|---|\n| `olas_utils.maths.ola` | The recurrence. |\n"
+        "## 8 ui\n| `olas_utils.ui.cli` | The command line. |\n"
+    )
+    assert read_wings(text) == {"olas_utils.maths.ola": (1, "maths"), "olas_utils.ui.cli": (8, "ui")}
+    with pytest.raises(AssertionError, match="outside"):
+        read_wings("## notes\n| `olas_utils.x` | job |\n")
 
 
 def test_front_door_imports_nothing_at_import_time():

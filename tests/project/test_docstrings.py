@@ -44,7 +44,7 @@ def test_the_check_sees_the_modules():
     quals = {q for q, _ in public_objects()}
     assert {
         "olas_utils.extract.extract_ola",
-        "olas_utils.ola.OrderAccumulator.add_layer",
+        "olas_utils.maths.ola.OrderAccumulator.add_layer",
         "olas_utils.zoo.load.load_model",
         "olas_utils.data.ud.load_ud_ewt",
     } <= quals

@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from olas_utils.augment import (
+from olas_utils.maths.augment import (
     NO_AUGMENTATION,
     Augmentation,
     add_gaussian_noise,

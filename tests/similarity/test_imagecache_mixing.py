@@ -15,7 +15,7 @@ import torch
 import olas_utils.similarity.imagecache as ic
 from olas_utils.data.corpus import build_chunks, corpus_hash
 from olas_utils.extract import extract_ola
-from olas_utils.fingerprint import library_versions, sha256_json
+from olas_utils.infra.fingerprint import library_versions, sha256_json
 from olas_utils.similarity.imagecache.plan import validate_keys
 from olas_utils.similarity.images import PREPROCESSING, PROTOCOLS, RESIZE, to_image
 from olas_utils.vocabulary import DEFAULT_BASELINES
@@ -190,7 +190,7 @@ def test_the_word_protocol_leaves_out_a_product_of_many_causal_layers(tmp_path, 
     """With the limit lowered to 2 layers, the 3-layer tiny Llama's 'alti' (the product of its layers) has
     no word-level images (neutral pooling would divide by underflowing numbers): the word cache
     stores the other keys, says so in its manifest and a warning, and the subword caches keep it."""
-    from olas_utils import uniform
+    from olas_utils.maths import uniform
     from olas_utils.similarity.imagecache.plan import plan_targets
 
     monkeypatch.setattr(uniform, "MAX_NEUTRAL_PRODUCT", 2)

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from olas_utils.across_models import ACROSS_MODELS, CONDITIONAL
+from olas_utils.stats.across_models import ACROSS_MODELS, CONDITIONAL
+from olas_utils.stats.uncertainty import ALPHA
 from olas_utils.studies import calibration as cal
-from olas_utils.uncertainty import ALPHA
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLICATES = 100

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from olas_utils.across_models import NOT_TESTABLE
+from olas_utils.stats.across_models import NOT_TESTABLE
 from olas_utils.studies import claims
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ from test_crosslm import _Images
 
 from olas_utils.similarity import retrieval_ranks
 from olas_utils.similarity.images import SYMMETRISED, causal_view, to_image
+from olas_utils.stats.uncertainty import BEATS
 from olas_utils.studies import crossfamily, crosslm
-from olas_utils.uncertainty import BEATS
 
 
 def test_causal_view_by_hand():

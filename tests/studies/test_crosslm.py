@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from olas_utils.stats.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, interval
 from olas_utils.studies import classifier_stats, crosslm, crosslm_report, crosslm_stats
 from olas_utils.studies.tables import read_items, write_items, write_table
-from olas_utils.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, interval
 
 MODELS = ("a", "b", "c")
 
@@ -390,8 +390,8 @@ def test_key_margins_are_paired_on_the_same_pairs_and_chunks_by_hand():
     """ola:1 hits 9/10 and 7/10 on the two ordered pairs; rollout 1/10 and 2/10 (far below: beats);
     alti hits the same chunks as ola:1 but one (indistinguishable); layer:0 everything (4 chunks more).
     Controls and the other OLA orders are never compared; the margin is the paired mean difference."""
+    from olas_utils.stats.uncertainty import margin
     from olas_utils.studies.key_margins import key_margin_markdown
-    from olas_utils.uncertainty import margin
 
     hit = lambda k: [0] * k + [3] * (10 - k)  # noqa: E731
     spec = {

@@ -85,7 +85,7 @@ def test_syntax_and_transfer_run_with_a_two_layer_model(tmp_path):
 
 
 def test_mixing_keys_a_model_lacks_are_named_with_the_reason(tiny_lm, monkeypatch):
-    from olas_utils import mixing_specs
+    from olas_utils.capture import mixing_specs
     from olas_utils.studies.depth import drop_skipped, mixing_keys, mixing_skips
 
     llama, bert = tiny_lm("llama").model, tiny_lm("bert").model  # 3 layers each
@@ -156,7 +156,7 @@ def test_notebook_02_leaves_a_mixing_key_out_for_the_models_that_lack_it(tmp_pat
 
 
 def test_at_word_level_a_product_of_many_causal_layers_is_skipped(tiny_lm, monkeypatch):
-    from olas_utils import uniform
+    from olas_utils.maths import uniform
     from olas_utils.studies.depth import mixing_skips
 
     llama, bert = tiny_lm("llama").model, tiny_lm("bert").model

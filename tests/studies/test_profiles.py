@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from olas_utils.settings import project_root
+from olas_utils.infra.settings import project_root
 from olas_utils.studies import crosslm, gallery, profiles, syntax, transfer
 from olas_utils.vocabulary import Control, MapKey
 from olas_utils.zoo.controls import CONTROLS

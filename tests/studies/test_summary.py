@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from test_reports import _syntax, _transfer
 
-from olas_utils.settings import project_root
+from olas_utils.infra.settings import project_root
 from olas_utils.studies import summary, syntax_report, transfer_report
 from olas_utils.studies.tables import write_table
 

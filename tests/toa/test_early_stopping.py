@@ -63,7 +63,7 @@ def test_selection_is_part_of_the_checkpoint_key(tiny_adapter, toa_examples, tmp
 
 
 def test_sink_and_temperature_augmentations_change_training_inputs_only_when_asked():
-    from olas_utils.augment import augment_batch
+    from olas_utils.maths.augment import augment_batch
 
     x = torch.rand(3, 2, 5, 5)
     off = TrainConfig(noise_p=0.0)

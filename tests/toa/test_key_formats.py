@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import torch
 
-from olas_utils.augment import PAPER_ADAPTER, PAPER_ADAPTER_AUGMENTED
 from olas_utils.data.corpus import corpus_hash
 from olas_utils.data.tasks import TaskData
-from olas_utils.fingerprint import library_versions, seed_from
+from olas_utils.infra.fingerprint import library_versions, seed_from
+from olas_utils.maths.augment import PAPER_ADAPTER, PAPER_ADAPTER_AUGMENTED
 from olas_utils.toa.features import Example
 from olas_utils.toa.heads import TOAModel
 from olas_utils.toa.mapshards import sentence_id

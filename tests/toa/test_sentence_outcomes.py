@@ -80,7 +80,7 @@ def test_semeval_counts_give_the_official_score_and_per_type_counts():
 
 
 def test_metric_counts_feed_the_bootstrap_and_refuse_unknown_metrics():
-    from olas_utils.uncertainty import interval_of
+    from olas_utils.stats.uncertainty import interval_of
 
     train, test = load_task("relation", "train", n=200, seed=0), load_task("relation", "test", n=100, seed=0)
     out = sentence_outcomes(test, trivial_baseline(train, test))

@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from olas_utils.fingerprint import library_versions
+from olas_utils.infra.fingerprint import library_versions
 from olas_utils.toa.taskmaps import maps_key
 from olas_utils.vocabulary import Control
 
@@ -69,7 +69,7 @@ def test_a_map_store_skips_the_mixing_keys_a_model_cannot_give(tiny_lm):
 
 
 def test_a_word_level_store_skips_a_product_of_many_causal_layers(tiny_lm, monkeypatch):
-    from olas_utils import uniform
+    from olas_utils.maths import uniform
     from olas_utils.studies.adapters import MapStore
 
     monkeypatch.setattr(uniform, "MAX_NEUTRAL_PRODUCT", 2)  # the tiny Llama has 3 layers
@@ -83,8 +83,8 @@ def test_a_word_level_store_skips_a_product_of_many_causal_layers(tiny_lm, monke
 def test_task_maps_of_mixing_keys(tmp_path, zoo_model):
     from olas_utils.data.tasks import load_task
     from olas_utils.extract import extract_ola
+    from olas_utils.maths.uniform import uniform_reference
     from olas_utils.toa import taskmaps
-    from olas_utils.uniform import uniform_reference
 
     ewt = load_task("dependency", "test", n=3, max_words=8, min_words=3, seed=0)
     pool = taskmaps.ModelPool(seed=0)

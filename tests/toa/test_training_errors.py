@@ -10,8 +10,8 @@ import os
 import pytest
 import torch
 
-from olas_utils import atomic
 from olas_utils.data.tasks import TaskData
+from olas_utils.infra import atomic
 from olas_utils.toa import train as train_mod
 from olas_utils.toa.features import Example
 from olas_utils.toa.fit import adapter_config, evaluate, fit_adapter

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from olas_utils.settings import RUNS, output_folder, project_root
+from olas_utils.infra.settings import RUNS, output_folder, project_root
 from olas_utils.ui import cli
 from olas_utils.ui import reproduce as rp
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from olas_utils.settings import output_folder, project_root
+from olas_utils.infra.settings import output_folder, project_root
 from olas_utils.ui import reproduce as rp
 
 
@@ -45,7 +45,7 @@ def test_quick_refreshes_the_committed_folders_only_when_asked(calls):
     assert calls[-1] == ("README", {"results_dir": project_root() / "results"})
     calls.pop()
     assert [c[0][:2] for c in calls] == ["01", "02", "03", "04"]
-    # read by the notebooks from the repository root (olas_utils.settings.output_folder)
+    # read by the notebooks from the repository root (olas_utils.infra.settings.output_folder)
     assert all(c[3] == {"results_dir": "results", "figures_dir": "figures"} for c in calls)
     assert calls[0][1] == project_root() / "results" / "executed" / "01_ola_gallery.ipynb"
     calls.clear()

@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from olas_utils.extract import extract_ola  # noqa: E402
-from olas_utils.sinks import preprocess  # noqa: E402
+from olas_utils.maths.sinks import preprocess  # noqa: E402
 
 SENT = "The old man gave his granddaughter a wooden boat ."
 

@@ -13,7 +13,7 @@ import itertools
 
 import pytest
 
-from olas_utils.architecture import check_tokenizer, tokenizer_mismatch
+from olas_utils.capture.architecture import check_tokenizer, tokenizer_mismatch
 from olas_utils.zoo import DEFAULT_MODELS, prepare
 
 

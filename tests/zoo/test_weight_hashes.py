@@ -19,7 +19,8 @@ import shutil
 
 import pytest
 
-from olas_utils import fingerprint, zoo
+from olas_utils import zoo
+from olas_utils.infra import fingerprint
 from olas_utils.zoo import DamagedFolderError, UnverifiedFolderError
 from olas_utils.zoo import cli as zoo_cli
 from olas_utils.zoo import folders as zoo_folders

@@ -527,7 +527,7 @@ def test_sanity_report_on_tiny_random_models(tmp_path):
 
 
 def test_sanity_sentences_are_first_ud_dev_texts(monkeypatch):
-    from olas_utils import settings
+    from olas_utils.infra import settings
 
     path = settings.data_dir() / "ud_english_ewt" / "en_ewt-ud-dev.conllu"
     texts = [

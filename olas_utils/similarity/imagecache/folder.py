@@ -2,7 +2,7 @@
 writes, the writer's lock, checking the arrays, and creating or clearing the files.
 
 Cache folder layout (default ``<cache>/ola/<model>/<protocol>-<settings hash>``, with
-``<cache>`` from :func:`olas_utils.settings.cache_dir`)::
+``<cache>`` from :func:`olas_utils.infra.settings.cache_dir`)::
 
     manifest.json       settings that identify the cache (see .manifest); written last at creation
     plan.json           the batches (lists of chunk indices) in processing order
@@ -14,8 +14,8 @@ Cache folder layout (default ``<cache>/ola/<model>/<protocol>-<settings hash>``,
     lengths.npy         (n_chunks,) int32: side of each map before resizing (tokens or words)
     .lock               advisory lock held by the writing process (fcntl.flock)
 
-JSON files are written with :func:`olas_utils.atomic.write_json_atomic` and arrays hashed
-with :func:`olas_utils.fingerprint.sha256_file`; every failed read or write is an
+JSON files are written with :func:`olas_utils.infra.atomic.write_json_atomic` and arrays hashed
+with :func:`olas_utils.infra.fingerprint.sha256_file`; every failed read or write is an
 ``OSError`` of the same type and errno whose message names the path and what to do
 (:func:`io_errors`).
 
@@ -34,8 +34,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from olas_utils.atomic import check_free_space, reserve_file, write_json_atomic
-from olas_utils.fingerprint import sha256_file
+from olas_utils.infra.atomic import check_free_space, reserve_file, write_json_atomic
+from olas_utils.infra.fingerprint import sha256_file
 from olas_utils.vocabulary import MapKey
 
 __all__ = [
@@ -121,7 +121,7 @@ def io_errors(path: Path | str, what: str):
 
 
 def write_json(path: Path, obj: Any) -> None:
-    """Write JSON to ``path`` atomically (:func:`olas_utils.atomic.write_json_atomic`:
+    """Write JSON to ``path`` atomically (:func:`olas_utils.infra.atomic.write_json_atomic`:
     indent 1, sorted keys, UTF-8 kept, a final newline; temporary file, fsync,
     :func:`os.replace`; a failed write leaves no temporary file).
 
@@ -299,7 +299,7 @@ def init_folder(root: Path, manifest: dict, plan: list[list[int]], keys: list[st
         FileExistsError: as :func:`clear_folder`.
         OSError: a file cannot be created (:func:`io_errors`); errno ENOSPC, "no space left on
             device: <folder>, needs about N MB", before any file is made when the arrays cannot
-            fit (:func:`olas_utils.atomic.check_free_space`).
+            fit (:func:`olas_utils.infra.atomic.check_free_space`).
     """
     clear_folder(root, keys)
     n = manifest["n_chunks"]

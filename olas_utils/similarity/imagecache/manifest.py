@@ -2,7 +2,7 @@
 
 :func:`run_manifest` and :func:`protocol_manifest` build the manifest of a run,
 :func:`default_cache_root` names one folder per settings (the SHA-256 of the manifest's
-canonical JSON, :func:`olas_utils.fingerprint.sha256_json`), :func:`tokenizer_settings` is
+canonical JSON, :func:`olas_utils.infra.fingerprint.sha256_json`), :func:`tokenizer_settings` is
 the tokenizer's identity, and :func:`manifest_diff` / :func:`mismatch_error` the
 field-by-field difference of two manifests (:class:`CacheMismatchError`).
 
@@ -10,13 +10,13 @@ field-by-field difference of two manifests (:class:`CacheMismatchError`).
 else a SHA-256 of the state dict), ``attention``, ``is_causal``, ``num_layers``,
 ``model_dtype``, ``orders``, ``keys`` (the stored maps: OLA orders, then the baselines,
 context-mixing keys included; a word-level protocol leaves out the keys whose neutral pooling
-means nothing on the model, :func:`olas_utils.uniform.neutral_problem`), ``protocol``,
+means nothing on the model, :func:`olas_utils.maths.uniform.neutral_problem`), ``protocol``,
 ``level``, ``preprocessing``, ``resize``, ``image_size``, ``dtype``, ``n_chunks``, ``corpus_sha256``
 (:func:`olas_utils.data.corpus.corpus_hash`), ``seed``, ``batch_size``, ``plan_sha256``,
 ``tokenizer`` (``name_or_path`` — the folder name for local folders —, ``class``,
 ``vocab_size``, ``vocab_sha256``, ``special_tokens_added``, ``padding_side``,
 ``pad_token``), ``versions`` (``olas``, ``torch``, ``transformers``:
-:func:`olas_utils.fingerprint.library_versions`) and, for a shard, ``shard``. Any
+:func:`olas_utils.infra.fingerprint.library_versions`) and, for a shard, ``shard``. Any
 difference refuses the cache (:class:`CacheMismatchError`).
 
 Importing this module does no work.
@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from olas_utils.fingerprint import library_versions, safe_name, sha256_json
+from olas_utils.infra.fingerprint import library_versions, safe_name, sha256_json
 from olas_utils.similarity.imagecache.folder import FORMAT_VERSION
 from olas_utils.similarity.images import PREPROCESSING, PROTOCOLS, RESIZE
 
@@ -111,7 +111,7 @@ def run_manifest(
         orders, keys, image_size, batch_size, seed: the settings, recorded as given.
         num_layers: the model's number of attention layers.
     """
-    from olas_utils.architecture import is_causal_model
+    from olas_utils.capture.architecture import is_causal_model
     from olas_utils.data.corpus import corpus_hash
     from olas_utils.zoo import weights_fingerprint
 
@@ -160,9 +160,9 @@ def default_cache_root(manifest: dict, cache_dir: str | os.PathLike | None = Non
     Args:
         manifest: the manifest dict (:func:`protocol_manifest`, as
             :func:`~olas_utils.similarity.imagecache.extract_to_cache` builds it).
-        cache_dir: OLAS cache folder (see :func:`olas_utils.settings.cache_dir`).
+        cache_dir: OLAS cache folder (see :func:`olas_utils.infra.settings.cache_dir`).
     """
-    from olas_utils import settings
+    from olas_utils.infra import settings
 
     digest = sha256_json(manifest)[:12]
     return settings.cache_dir(cache_dir) / "ola" / safe_name(manifest["model"]) / f"{manifest['protocol']}-{digest}"

@@ -112,7 +112,7 @@ class Target:
         plan: the batches this folder computes (a shard's share for a sharded run).
         keys: the keys this folder stores (``manifest["keys"]``): the run's keys, less, for a
             word-level protocol, those whose neutral pooling means nothing on the model
-            (:func:`olas_utils.uniform.neutral_problem`).
+            (:func:`olas_utils.maths.uniform.neutral_problem`).
         dropped: ``{key: why}`` of the run's keys this folder leaves out.
     """
 
@@ -185,22 +185,22 @@ def plan_targets(
     Returns:
         One :class:`Target` per protocol, in the given order. A word-level protocol leaves out
         the keys whose neutral pooling means nothing on the model (``"alti"`` / ``"globenc"``
-        of a causal model with more than :data:`olas_utils.uniform.MAX_NEUTRAL_PRODUCT` layers:
-        :func:`olas_utils.uniform.neutral_problem`; :attr:`Target.dropped` says why), and its
+        of a causal model with more than :data:`olas_utils.maths.uniform.MAX_NEUTRAL_PRODUCT` layers:
+        :func:`olas_utils.maths.uniform.neutral_problem`; :attr:`Target.dropped` says why), and its
         manifest's ``keys`` are those it stores.
 
     Raises:
         ValueError: unknown or duplicate protocols, an order or layer outside the model, a
             mixing key the model cannot give (an order above its layers, or
-            :func:`olas_utils.mixing_specs.require_mixing`; a tokenizer-only control too: its
+            :func:`olas_utils.capture.mixing_specs.require_mixing`; a tokenizer-only control too: its
             maps of a key are defined where the model has the key), or a shard index outside
             ``0..count-1``.
         RuntimeError: the model is in training mode.
     """
-    from olas_utils.architecture import num_attention_layers
+    from olas_utils.capture.architecture import num_attention_layers
+    from olas_utils.capture.mixing_specs import require_mixing
     from olas_utils.extract import parse_key
-    from olas_utils.mixing_specs import require_mixing
-    from olas_utils.ola import check_orders
+    from olas_utils.maths.ola import check_orders
 
     bad = [p for p in protocols if p not in PROTOCOLS]
     if bad or not protocols:
@@ -251,7 +251,7 @@ def plan_targets(
 
 def _not_neutral(keys: Sequence[str], causal: bool, num_layers: int) -> dict[str, str]:
     """``{key: why}`` for the keys whose neutral word pooling means nothing on such a model."""
-    from olas_utils.uniform import neutral_problem
+    from olas_utils.maths.uniform import neutral_problem
 
     out = {k: neutral_problem(k, causal=causal, num_layers=num_layers) for k in keys}
     return {k: why for k, why in out.items() if why is not None}

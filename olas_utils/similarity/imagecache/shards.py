@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from olas_utils.fingerprint import sha256_json
+from olas_utils.infra.fingerprint import sha256_json
 from olas_utils.similarity.imagecache.folder import (
     LENGTHS,
     MANIFEST,

@@ -20,7 +20,7 @@ the folder layout in :mod:`olas_utils.similarity.imagecache.folder`, the manifes
 :mod:`olas_utils.similarity.imagecache.shards`.
 
 Commit protocol per batch: write the batch's rows into the memory maps, ``flush`` them
-(``msync``), then replace ``progress.json`` atomically (:func:`olas_utils.atomic.write_json_atomic`:
+(``msync``), then replace ``progress.json`` atomically (:func:`olas_utils.infra.atomic.write_json_atomic`:
 a temporary file, ``fsync``, :func:`os.replace`). Rows written after the last commit are simply
 recomputed on resume.
 
@@ -41,7 +41,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from olas_utils.atomic import reserve_file
+from olas_utils.infra.atomic import reserve_file
 from olas_utils.similarity.imagecache.folder import (
     LENGTHS,
     MANIFEST,
@@ -117,8 +117,8 @@ def extract_protocols(
             stores each mixing key's uniform counterpart (:func:`olas_utils.extract.uniform_mixing`).
             A word-level protocol (``"word"``) leaves out the keys whose neutral pooling means
             nothing on the model (``"alti"`` / ``"globenc"`` of a causal model with more than
-            :data:`olas_utils.uniform.MAX_NEUTRAL_PRODUCT` layers,
-            :func:`olas_utils.uniform.neutral_problem`), with a warning; its cache's ``keys`` say
+            :data:`olas_utils.maths.uniform.MAX_NEUTRAL_PRODUCT` layers,
+            :func:`olas_utils.maths.uniform.neutral_problem`), with a warning; its cache's ``keys`` say
             what it holds.
         image_size: S, images are S × S.
         batch_size: sentences per forward pass (part of the settings: it fixes the batches,
@@ -159,7 +159,7 @@ def extract_protocols(
         FileExistsError: a folder holds files that are not an OLAS cache.
         ValueError: unknown or duplicate protocols, an unknown baseline, a mixing key the model
             cannot give (an architecture without a
-            :data:`~olas_utils.mixing_specs.MIXING_SPECS` entry, ``"globenc"`` on a model that
+            :data:`~olas_utils.capture.mixing_specs.MIXING_SPECS` entry, ``"globenc"`` on a model that
             is not post-LN, an order above its layers; refused before anything is written), bad
             sizes, an empty corpus, ``cache_root`` with several protocols, or a chunk too long
             for the model.

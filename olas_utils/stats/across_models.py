@@ -1,5 +1,5 @@
 """The *across-models* reading of a margin: tests whose unit is the language model, beside the
-*conditional* reading of :mod:`olas_utils.uncertainty` (items resampled: "on these models").
+*conditional* reading of :mod:`olas_utils.stats.uncertainty` (items resampled: "on these models").
 
 A margin that averages ordered model pairs (A→B, B→A, A→C, …) or unseen target models speaks
 for the population of language models only if it survives a test that treats the *model* as
@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from olas_utils.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES, holm_reject
+from olas_utils.stats.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES, holm_reject
 
 __all__ = [
     "CONDITIONAL",

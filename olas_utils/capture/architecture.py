@@ -15,7 +15,7 @@ Causality is read from the config before the class: a config that says it attend
 bidirectionally (``use_bidirectional_attention=True``, ``is_causal=False``, or only
 encoder-only architecture names) is an encoder even when loaded as ``…ForCausalLM``. What
 the attention really does is checked again on the captured maps
-(:meth:`olas_utils.capture.AttentionCapture.forward` records whether anything lies above
+(:meth:`olas_utils.capture.attention.AttentionCapture.forward` records whether anything lies above
 the diagonal), so a config that claims more than the model does is refused, not trusted.
 """
 
@@ -229,7 +229,7 @@ def attention_windows(config, *, causal: bool) -> tuple[int | None, ...]:
     ``use_bidirectional_attention``: ``w = sliding_window``, its ``_bidirectional_window_overlay``;
     otherwise transformers' ``sliding_window_bidirectional_overlay``, ``|i - j| <= sliding_window``,
     so ``w = sliding_window + 1``). Used by the uniform control and the neutral-pooling reference
-    (:mod:`olas_utils.uniform`).
+    (:mod:`olas_utils.maths.uniform`).
 
     Args:
         config: a ``PretrainedConfig`` (its text config is read).
@@ -267,7 +267,7 @@ def attention_windows(config, *, causal: bool) -> tuple[int | None, ...]:
 
 
 def capture_path(model: torch.nn.Module) -> str:
-    """Which capture path a model uses (the three paths are described in :mod:`olas_utils.capture`).
+    """Which capture path a model uses (the three paths are described in :mod:`olas_utils.capture.attention`).
 
     Args:
         model: a ``transformers`` model.
@@ -343,7 +343,7 @@ def check_model(model: Any) -> None:
         raise ValueError(
             f"{type(model).__name__} has no self-attention layers OLAS can read: no submodule is an attention "
             "module, it does not use the attention interface and has no hook spec in "
-            "olas_utils.architecture.HOOK_SPECS (is it a transformer? state-space and convolutional models have no "
+            "olas_utils.capture.architecture.HOOK_SPECS (is it a transformer? state-space and convolutional models have no "
             "attention to analyse)"
         )
 

@@ -2,7 +2,7 @@
 OLA accumulators the moment it exists, so no more than one layer's per-head attention is
 alive at a time (no ``output_attentions`` tuple of every layer).
 
-Three paths, chosen per model by :func:`olas_utils.architecture.capture_path`:
+Three paths, chosen per model by :func:`olas_utils.capture.architecture.capture_path`:
 
 ``"interface"``
     Models whose attention layers dispatch through ``transformers.AttentionInterface``
@@ -16,7 +16,7 @@ Three paths, chosen per model by :func:`olas_utils.architecture.capture_path`:
     Architectures that compute attention inside their own module (MPNet): a forward
     pre-hook asks that module for its probabilities and a forward hook folds them and
     drops them from the module's output. Per-architecture settings live in
-    :data:`olas_utils.architecture.HOOK_SPECS` (data, not code).
+    :data:`olas_utils.capture.architecture.HOOK_SPECS` (data, not code).
 ``"output_attentions"``
     Anything else: a plain ``output_attentions=True`` forward, folded layer by layer
     afterwards. Correct but memory-hungry; a warning says so.
@@ -29,9 +29,9 @@ A model loaded with an implementation that returns no attention weights (``"sdpa
 instead, with a ``UserWarning`` saying so; an architecture without an eager attention path
 is a clear ``ValueError`` before anything is changed.
 
-Context-mixing baselines (``mixing=("valuenorm", "alti", ...)``, :mod:`olas_utils.mixing`)
-come from the same pass: hooks installed from :data:`olas_utils.mixing_specs.MIXING_SPECS`
-(:mod:`olas_utils.mixing_capture`) read each layer's residual input, norm statistics and block
+Context-mixing baselines (``mixing=("valuenorm", "alti", ...)``, :mod:`olas_utils.maths.mixing`)
+come from the same pass: hooks installed from :data:`olas_utils.capture.mixing_specs.MIXING_SPECS`
+(:mod:`olas_utils.capture.mixing_hooks`) read each layer's residual input, norm statistics and block
 output, and the attention function (or MPNet's hook) hands over the per-head weights and value
 vectors; each layer's matrices are folded and dropped before the next layer runs.
 
@@ -39,7 +39,7 @@ Threads: a capture holds a per-model re-entrant lock inside its ``with`` block, 
 threads extracting with one model take turns (exact results; the implementation restored
 is the one from before either began). :attr:`AttentionCapture.observed_causal` says whether
 any captured layer put weight above the diagonal. What a model is (layers, causality,
-capture path, whether it can be captured at all) is read by :mod:`olas_utils.architecture`.
+capture path, whether it can be captured at all) is read by :mod:`olas_utils.capture.architecture`.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
-from olas_utils.architecture import (
+from olas_utils.capture.architecture import (
     HOOK_SPECS,
     attention_configs,
     capture_path,
@@ -64,10 +64,10 @@ from olas_utils.architecture import (
     missing_eager_attention,
     num_attention_layers,
 )
-from olas_utils.mixing import mixing_plan
-from olas_utils.mixing_capture import MixingHooks, MixingPass
-from olas_utils.mixing_specs import mixing_problem
-from olas_utils.ola import OrderAccumulator, check_orders
+from olas_utils.capture.mixing_hooks import MixingHooks, MixingPass
+from olas_utils.capture.mixing_specs import mixing_problem
+from olas_utils.maths.mixing import mixing_plan
+from olas_utils.maths.ola import OrderAccumulator, check_orders
 
 __all__ = [
     "CAPTURE_IMPLEMENTATION",
@@ -169,7 +169,7 @@ def _eager_for(module: torch.nn.Module) -> Callable:
             f"{type(module).__name__} ({type(module).__module__}) has no eager_attention_forward; "
             "OLAS cannot read its attention weights through the attention interface; this architecture has "
             "no eager attention path OLAS can capture (use an encoder-only or decoder-only model with eager "
-            "attention, or add a HookSpec for it in olas_utils.architecture.HOOK_SPECS)"
+            "attention, or add a HookSpec for it in olas_utils.capture.architecture.HOOK_SPECS)"
         )
     return fn
 
@@ -230,12 +230,12 @@ class AttentionCapture:
         path: force a capture path (``"interface"``, ``"hook"``, ``"output_attentions"``);
             default :func:`capture_path`.
         mixing: context-mixing keys to accumulate in the same pass (``"valuenorm"``,
-            ``"alti:2"``, ``"globenc"``, ...; :func:`olas_utils.mixing.mixing_plan`); read them
+            ``"alti:2"``, ``"globenc"``, ...; :func:`olas_utils.maths.mixing.mixing_plan`); read them
             from :meth:`forward_with_mixing`. Needs the ``"interface"`` or ``"hook"`` path and a
-            :data:`~olas_utils.mixing_specs.MIXING_SPECS` entry for the model's attention.
+            :data:`~olas_utils.capture.mixing_specs.MIXING_SPECS` entry for the model's attention.
         keep_mixing_layers: also keep each mixing method's raw per-layer matrices.
         reconstruct: keep, per layer, the block output rebuilt from the ALTI decomposition
-            (the ``reconstructions`` of :class:`olas_utils.mixing_capture.MixingPass`), to check it.
+            (the ``reconstructions`` of :class:`olas_utils.capture.mixing_hooks.MixingPass`), to check it.
 
     Attention implementations: inside the ``with`` block the ``"interface"`` path runs the
     model's own eager attention whatever the model was loaded with; a model loaded with an
@@ -251,7 +251,7 @@ class AttentionCapture:
             (:func:`check_model`).
         ValueError: if ``max_order`` is outside ``0..N``; on entering, if the architecture
             has no eager attention path (``eager_attention_forward``) to capture; mixing keys
-            the model cannot give (:func:`~olas_utils.mixing_specs.mixing_problem`, naming
+            the model cannot give (:func:`~olas_utils.capture.mixing_specs.mixing_problem`, naming
             what is missing) or that are not mixing keys.
     """
 
@@ -335,7 +335,7 @@ class AttentionCapture:
                     f"{name} has no eager attention path OLAS can capture: {', '.join(bad)} dispatch(es) "
                     "attention through transformers' attention interface but define no eager_attention_forward. "
                     "Use a model whose architecture has eager attention, or add a HookSpec for it in "
-                    "olas_utils.architecture.HOOK_SPECS."
+                    "olas_utils.capture.architecture.HOOK_SPECS."
                 )
             if no_weights:
                 _warn_switch(
@@ -353,7 +353,7 @@ class AttentionCapture:
             # (e.g. Falcon computes them when asked) or forward() says to reload with eager
             warnings.warn(
                 f"{name} neither uses the attention interface nor has a hook "
-                "spec in olas_utils.architecture.HOOK_SPECS: falling back to output_attentions=True, "
+                "spec in olas_utils.capture.architecture.HOOK_SPECS: falling back to output_attentions=True, "
                 "which keeps every layer's attention in memory during the forward pass.",
                 stacklevel=3,
             )
@@ -419,7 +419,7 @@ class AttentionCapture:
             **inputs: the other model inputs (``input_ids``, ...), all ``(batch, T)``.
 
         Returns:
-            An :class:`~olas_utils.ola.OrderAccumulator` holding ``(batch, T, T)`` sums.
+            An :class:`~olas_utils.maths.ola.OrderAccumulator` holding ``(batch, T, T)`` sums.
 
         Raises:
             RuntimeError: if used outside the ``with`` block, or if the number or order of
@@ -438,8 +438,8 @@ class AttentionCapture:
 
         Returns:
             ``(accumulator, mixing)``: ``mixing`` is a
-            :class:`~olas_utils.mixing_capture.MixingPass` whose ``accumulators[method]``
-            (:class:`~olas_utils.mixing.MixingAccumulator`) hold ``(batch, T, T)`` maps, or
+            :class:`~olas_utils.capture.mixing_hooks.MixingPass` whose ``accumulators[method]``
+            (:class:`~olas_utils.maths.mixing.MixingAccumulator`) hold ``(batch, T, T)`` maps, or
             None when the capture was made without mixing keys.
 
         Raises:

@@ -1,15 +1,15 @@
 """The context-mixing baselines in a captured forward pass: hooks on the modules that
-:data:`olas_utils.mixing_specs.MIXING_SPECS` names (:class:`MixingHooks`) hand each layer's
+:data:`olas_utils.capture.mixing_specs.MIXING_SPECS` names (:class:`MixingHooks`) hand each layer's
 residual input, value vectors, norm statistics and block output to a per-pass collector
 (:class:`MixingPass`), which turns them into that layer's value-norm / ALTI / GlobEnc matrices
-(:mod:`olas_utils.mixing`), folds them into the accumulators and drops them before the next
+(:mod:`olas_utils.maths.mixing`), folds them into the accumulators and drops them before the next
 layer runs.
 
-:class:`olas_utils.capture.AttentionCapture` owns both: it installs the hooks on entering its
+:class:`olas_utils.capture.attention.AttentionCapture` owns both: it installs the hooks on entering its
 ``with`` block, hands every layer's attention weights (and, on the ``"interface"`` path, its
 value vectors) to the active pass, and removes the hooks on exit. Alive at any time: one
 layer's per-head weights ``(B, H, T, T)``, value vectors, head outputs ``(B, T, H, d)`` and one
-block of ``T_i(x_j)`` vectors (:data:`olas_utils.mixing.BLOCK_ROWS` query rows).
+block of ``T_i(x_j)`` vectors (:data:`olas_utils.maths.mixing.BLOCK_ROWS` query rows).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 import torch
 
-from olas_utils.mixing import (
+from olas_utils.capture.mixing_specs import MIXING_SPECS, MixingSpec, NormSpec
+from olas_utils.maths.mixing import (
     LinearisedNorm,
     MixingAccumulator,
     head_outputs,
@@ -27,7 +28,6 @@ from olas_utils.mixing import (
     layer_mixing,
     value_norms,
 )
-from olas_utils.mixing_specs import MIXING_SPECS, MixingSpec, NormSpec
 
 __all__ = ["LayerSite", "MixingHooks", "MixingPass"]
 
@@ -49,7 +49,7 @@ def _norm_parts(module: torch.nn.Module, spec: NormSpec) -> tuple[torch.Tensor |
 
 @dataclass
 class LayerSite:
-    """One attention layer's modules, resolved from its :class:`~olas_utils.mixing_specs.MixingSpec`.
+    """One attention layer's modules, resolved from its :class:`~olas_utils.capture.mixing_specs.MixingSpec`.
 
     Attributes:
         index: the layer's position among the model's attention modules (module order).
@@ -77,7 +77,7 @@ class LayerSite:
 
 class MixingHooks:
     """The hooks that read a model's mixing tensors, for every attention module listed in
-    :data:`~olas_utils.mixing_specs.MIXING_SPECS`.
+    :data:`~olas_utils.capture.mixing_specs.MIXING_SPECS`.
 
     Args:
         model: the model.
@@ -113,7 +113,7 @@ class MixingHooks:
                     raise ValueError(
                         f"{type(module).__name__}'s MixingSpec says its layer ({type(layer).__name__} "
                         f"{layer_name!r}) has {what} at {path!r}, but it has no such submodule: fix "
-                        "olas_utils.mixing_specs.MIXING_SPECS for this architecture"
+                        "olas_utils.capture.mixing_specs.MIXING_SPECS for this architecture"
                     ) from None
             if "attn_norm" in found and getattr(found["attn_norm"], "bias", None) is not None:
                 raise ValueError(f"{type(module).__name__}: an attention-output norm with a shift is not supported")
@@ -184,7 +184,7 @@ class MixingPass:
     """The mixing state of one forward pass: per-method accumulators fed layer by layer.
 
     Args:
-        plan: ``{method: (highest order, bare key wanted)}`` (:func:`olas_utils.mixing.mixing_plan`).
+        plan: ``{method: (highest order, bare key wanted)}`` (:func:`olas_utils.maths.mixing.mixing_plan`).
         num_layers: N.
         valid: ``(B, T)`` bool, True at real tokens.
         keep_layers: keep each method's raw per-layer matrices.
@@ -321,5 +321,5 @@ class MixingPass:
             if acc.n_added != self.num_layers:
                 raise RuntimeError(
                     f"{m}: {acc.n_added} of {self.num_layers} layers arrived; the hooks of "
-                    "olas_utils.mixing_specs.MIXING_SPECS do not fit this model's forward pass"
+                    "olas_utils.capture.mixing_specs.MIXING_SPECS do not fit this model's forward pass"
                 )

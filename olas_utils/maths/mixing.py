@@ -2,7 +2,7 @@
 2020), ALTI (Ferrando et al. 2022), GlobEnc (Modarressi et al. 2022) — and their streaming
 aggregation over layers by order (the OLA recurrence), rollout or product.
 
-No model, no hooks: :mod:`olas_utils.mixing_capture` reads the tensors off a forward pass and
+No model, no hooks: :mod:`olas_utils.capture.mixing_hooks` reads the tensors off a forward pass and
 calls these functions one layer at a time. Shapes: ``B`` batch, ``H`` query heads, ``KV`` value
 heads, ``T`` tokens (query ``i``, key ``j``), ``d`` hidden size, ``dh`` head size. Every
 function works in the dtype it is given (the capture passes float32).
@@ -57,7 +57,7 @@ from typing import Iterable
 
 import torch
 
-from olas_utils.ola import OrderAccumulator, check_orders
+from olas_utils.maths.ola import OrderAccumulator, check_orders
 from olas_utils.vocabulary import KEY_METHODS, MapKey
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Where each architecture keeps what the context-mixing baselines read — its layers' output
 projection, residual input and norms, relative to the self-attention module (:data:`MIXING_SPECS`,
-data keyed by the attention module's class, like :data:`olas_utils.architecture.HOOK_SPECS`) —
+data keyed by the attention module's class, like :data:`olas_utils.capture.architecture.HOOK_SPECS`) —
 and whether a model has all of it (:func:`mixing_problem`).
 
 The model's own modules are matched against the table, never its name: a model whose attention
@@ -15,7 +15,7 @@ from typing import Iterable
 
 import torch
 
-from olas_utils.architecture import capture_path
+from olas_utils.capture.architecture import capture_path
 
 __all__ = ["NormSpec", "MixingSpec", "MIXING_SPECS", "mixing_problem", "require_mixing"]
 
@@ -37,7 +37,7 @@ class NormSpec:
 
 @dataclass(frozen=True)
 class MixingSpec:
-    """Where the context-mixing baselines (:mod:`olas_utils.mixing`) read their tensors, for one
+    """Where the context-mixing baselines (:mod:`olas_utils.maths.mixing`) read their tensors, for one
     self-attention module class. Paths are from the attention module's *layer*, the module
     ``layer_up`` levels above it (``"a.b"`` is submodule ``b`` of ``a``).
 
@@ -123,9 +123,9 @@ def mixing_problem(model: torch.nn.Module, methods: Iterable[str] = ("valuenorm"
 
     Read from the model's modules and :data:`MIXING_SPECS`: the model must have a self-attention
     module class listed there, be captured through the ``"interface"`` or ``"hook"`` path
-    (:func:`olas_utils.architecture.capture_path`), and, for ``"globenc"``, be post-LN with a
+    (:func:`olas_utils.capture.architecture.capture_path`), and, for ``"globenc"``, be post-LN with a
     norm after its feed-forward block. Whether each listed submodule exists is checked when the
-    capture starts (:class:`olas_utils.mixing_capture.MixingHooks`).
+    capture starts (:class:`olas_utils.capture.mixing_hooks.MixingHooks`).
 
     Args:
         model: a ``transformers`` model.
@@ -141,7 +141,7 @@ def mixing_problem(model: torch.nn.Module, methods: Iterable[str] = ("valuenorm"
     if not specs:
         seen = sorted({type(m).__name__ for m in model.modules() if "attention" in type(m).__name__.lower()})
         return (
-            f"{name} has no self-attention module listed in olas_utils.mixing_specs.MIXING_SPECS (its attention "
+            f"{name} has no self-attention module listed in olas_utils.capture.mixing_specs.MIXING_SPECS (its attention "
             f"modules: {', '.join(seen) or 'none found'}): the mixing baselines need to know where each layer's "
             "output projection, residual input and norms are; add a MixingSpec for its attention class (OLA keys "
             "work without one)"

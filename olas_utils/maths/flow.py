@@ -12,7 +12,7 @@ it is exactly ``(A + I) / 2``, and rows here are checked to sum to 1 within ``ro
 ``flow[i, j]`` is the value of a maximum flow from output node ``i`` (layer N) to input node
 ``j`` (layer 0): T² max-flows per sentence. Unlike the authors' ``compute_flows``, each
 output's row is *not* divided by its sum (raw flows, each in ``[0, 1]``); OLAS's row
-renormalisation (``olas_utils.sinks``) does that when an image needs it.
+renormalisation (``olas_utils.maths.sinks``) does that when an image needs it.
 
 **How it is solved.** Only ``Â_N[i, :]`` leaves the source and only ``Â_1[:, j]`` enters the
 sink, so the max-flow of a pair is that of a smaller graph: a super-source ``S`` with edges

@@ -30,7 +30,7 @@ RUNS = "runs"
 
 def project_root() -> Path:
     """The OLAS checkout (the folder holding ``olas_utils/``)."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parent.parent.parent
 
 
 def output_folder(path: str | os.PathLike | None, profile: str, kind: str) -> Path:

@@ -3,7 +3,7 @@
 Under *uniform attention* every query spreads its attention evenly over the positions it
 may see: all ``T`` tokens of the sentence for an encoder (``1/T`` each), tokens ``0..i`` for
 query ``i`` of a causal model (``1/(i+1)`` each). On a sliding-window layer of window ``w``
-(:func:`olas_utils.architecture.attention_windows`) query ``i`` sees only keys ``j`` with
+(:func:`olas_utils.capture.architecture.attention_windows`) query ``i`` sees only keys ``j`` with
 ``i - w < j <= i`` (causal) or ``|i - j| < w`` (bidirectional), like the model itself; for a
 sentence of at most ``w`` tokens that changes nothing, bit for bit. No model is involved —
 only the number of tokens each tokenizer produces and which positions each layer may see —
@@ -97,7 +97,7 @@ def _binding(windows, t: int, num_layers: int) -> tuple[int | None, ...] | None:
 def _reference(
     key: str, t: int, causal: bool, num_layers: int, windows: tuple[int | None, ...] | None = None
 ) -> torch.Tensor:
-    from olas_utils.ola import OrderAccumulator
+    from olas_utils.maths.ola import OrderAccumulator
 
     try:
         parsed = MapKey.parse(key)
@@ -123,7 +123,7 @@ def _reference(
             acc.add_layer(u)
         out = acc.ola(k)
     elif parsed is not None and parsed.method == "flow":
-        from olas_utils.flow import attention_flow
+        from olas_utils.maths.flow import attention_flow
 
         out = attention_flow(torch.stack([u[0] for u in layers]))[None]
     elif parsed is not None and (parsed.method == "rollout" or mixing):
@@ -189,12 +189,12 @@ def uniform_reference(
 
     ``"ola:k"``: order-k OLA of the N uniform layers (``U^k`` when they are identical; ``U``
     itself for an encoder, since ``U·U = U``; ``I`` for k = 0); ``"rollout"``: ``Π(U_i + I)``
-    (unnormalised, like :meth:`olas_utils.ola.OrderAccumulator.rollout_map`); ``"layer:i"``:
-    ``U_i``. Context-mixing keys (:mod:`olas_utils.mixing`) aggregate row-stochastic per-layer
+    (unnormalised, like :meth:`olas_utils.maths.ola.OrderAccumulator.rollout_map`); ``"layer:i"``:
+    ``U_i``. Context-mixing keys (:mod:`olas_utils.maths.mixing`) aggregate row-stochastic per-layer
     matrices over the visible tokens, whose uniform counterpart is ``U_i`` too (every visible
     token contributes alike): ``"alti:k"`` etc. are order k of the ``U_i`` like ``"ola:k"``,
     ``"valuenorm"`` is ``Π(U_i + I)`` like rollout, ``"alti"`` and ``"globenc"`` are ``Π U_i``;
-    ``"flow"`` is the attention flow of the ``U_i`` (:func:`olas_utils.flow.attention_flow`: T²
+    ``"flow"`` is the attention flow of the ``U_i`` (:func:`olas_utils.maths.flow.attention_flow`: T²
     max-flows, once per cached shape). With ``windows``, layer ``i``'s ``U_i`` is :func:`uniform_attention` with window
     ``windows[i]``. Computed in float64 with the same recurrence as real maps, cached per
     ``(key, T, causal, N, windows that bind at T)``; windows of at least T tokens change
@@ -207,7 +207,7 @@ def uniform_reference(
         causal: causal model.
         num_layers: N.
         windows: each layer's sliding window (None entries: full attention), as
-            :func:`olas_utils.architecture.attention_windows` reads them; None: all full.
+            :func:`olas_utils.capture.architecture.attention_windows` reads them; None: all full.
 
     Returns:
         ``(T, T)`` float32 tensor, the caller's own (a copy of the cached one).

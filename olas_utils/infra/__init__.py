@@ -1,0 +1,2 @@
+"""Plumbing every layer shares: where things are (``settings``), atomic writes (``atomic``),
+fingerprints and recorded hashes (``fingerprint``), worker pools (``pools``)."""
