@@ -3,6 +3,7 @@ Real-model correctness lives in test_extract_real.py."""
 
 import pytest
 import torch
+from _support.capture import hand_head_mean
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM, MPNetConfig, MPNetModel
 
 from olas_utils.capture.architecture import capture_path, is_causal_model
@@ -36,7 +37,7 @@ def reference(model, x):
     with torch.no_grad():
         out = model(**x, output_attentions=True)
     valid = x["attention_mask"].bool()
-    return [head_average(w, valid) for w in out.attentions]
+    return [hand_head_mean(w, valid) for w in out.attentions]
 
 
 @pytest.mark.parametrize("kind,path", [("bert", "interface"), ("llama", "interface"), ("mpnet", "hook")])
@@ -112,6 +113,25 @@ def test_head_average_zeroes_padding_even_with_nan():
     valid = torch.tensor([[True, True, False]])
     a = head_average(w, valid)
     assert torch.isfinite(a).all() and a[0, 2].abs().sum() == 0 and a[0, :, 2].abs().sum() == 0
+
+
+def test_head_average_is_the_mean_over_heads_by_hand():
+    # heads that differ, padding in one sentence: a mean written out cell by cell
+    w = torch.tensor(
+        [
+            [[[0.5, 0.5], [0.2, 0.8]], [[1.0, 0.0], [0.6, 0.4]], [[0.0, 1.0], [0.1, 0.9]]],
+            [[[1.0, 0.0], [0.3, 0.7]], [[0.4, 0.6], [0.5, 0.5]], [[0.7, 0.3], [0.9, 0.1]]],
+        ]
+    )  # (batch 2, head 3, query 2, key 2)
+    valid = torch.tensor([[True, True], [True, False]])
+    expected = torch.tensor(
+        [
+            [[(0.5 + 1.0 + 0.0) / 3, (0.5 + 0.0 + 1.0) / 3], [(0.2 + 0.6 + 0.1) / 3, (0.8 + 0.4 + 0.9) / 3]],
+            [[(1.0 + 0.4 + 0.7) / 3, 0.0], [0.0, 0.0]],
+        ]
+    )
+    torch.testing.assert_close(head_average(w, valid), expected, rtol=0, atol=1e-7)
+    torch.testing.assert_close(hand_head_mean(w, valid), expected, rtol=0, atol=1e-7)
 
 
 # -- attention implementations that return no weights ------------------------------------
