@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from olas_utils import __version__
-from olas_utils.extract import _mixing_keys
+from olas_utils.extract_steps import mixing_keys
 from olas_utils.maps import OLAMaps, _version_tuple
 
 
@@ -24,7 +24,7 @@ def test_a_maps_file_from_a_newer_version_says_upgrade(tmp_path):
 
 def test_mixing_none_suggests_an_empty_tuple():
     with pytest.raises(TypeError, match=r"mixing=\(\)") as e:
-        _mixing_keys(None)
+        mixing_keys(None)
     assert "'None'" not in str(e.value)
 
 
