@@ -98,14 +98,14 @@ def _retrieval_rows(folder: Path, profile: str) -> list[dict]:
     items = items[items["protocol"] == _PROTOCOL]
     rows = []
     if profile == "quick":
-        v = crosslm_stats.verdict_frame(items)
+        v = crosslm_stats.retrieval_verdicts(items)
         rows += [
             _pairs_row("C1", "retrieval Hit@1, OLA:1 − every control", profile, "02_verdict", r)
             for _, r in v[v.key == "ola:1"].iterrows()
         ]
         trained = items[items.control == Control.TRAINED.ident]
         for ctrl in _WEIGHT_CONTROLS:
-            v = crosslm_stats.verdict_frame(pd.concat([trained, items[items.control == ctrl]]))
+            v = crosslm_stats.retrieval_verdicts(pd.concat([trained, items[items.control == ctrl]]))
             rows += [
                 _pairs_row("C2", f"retrieval Hit@1, OLA:1 − {ctrl}", profile, "02_retrieval_items", r)
                 for _, r in v[v.key == "ola:1"].iterrows()
@@ -199,7 +199,7 @@ def _transfer_rows(folder: Path, profile: str) -> list[dict]:
     from olas_utils.studies import transfer_report
 
     s = pd.read_csv(folder / "04_transfer_summary.csv")
-    v = transfer_report.verdict_frame(s, pd.read_parquet(folder / "04_transfer_items.parquet"))
+    v = transfer_report.transfer_verdicts(s, pd.read_parquet(folder / "04_transfer_items.parquet"))
     v = v[v.family != "all"]
     rows = []
     for _, r in v.iterrows():

@@ -107,7 +107,7 @@ def classifier_verdict_frame(items: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         One row per ``(family, target, key, protocol)`` that has a control, with the columns
-        of :func:`verdict_frame` (``ola_top1``, ``control_top1``, ...) and ``seeds``,
+        of :func:`olas_utils.studies.crosslm_stats.retrieval_verdicts` (``ola_top1``, ``control_top1``, ...) and ``seeds``,
         ``images`` in place of ``pairs``, ``chunks``. Empty when no control was trained.
     """
     cells = []

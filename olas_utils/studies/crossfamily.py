@@ -111,7 +111,7 @@ def cross_family_tables(items: pd.DataFrame, *, metric: str = "ssim") -> dict[st
     computed as notebook 02 computes those of its families.
 
     Returns:
-        ``{"pairs": retrieval_frame, "verdict": verdict_frame (with weak_controls),
+        ``{"pairs": retrieval_frame, "verdict": retrieval_verdict_table (with weak_controls),
         "lineage": lineage_verdict_frame, "gap": lineage_gap_frame}``
         (:mod:`olas_utils.studies.crosslm_stats`); each empty for empty items.
     """
@@ -119,7 +119,7 @@ def cross_family_tables(items: pd.DataFrame, *, metric: str = "ssim") -> dict[st
         return {k: pd.DataFrame() for k in ("pairs", "verdict", "lineage", "gap")}
     return {
         "pairs": crosslm_stats.retrieval_frame(items),
-        "verdict": crosslm_report.verdict_frame(items, metric=metric),
+        "verdict": crosslm_report.retrieval_verdict_table(items, metric=metric),
         "lineage": crosslm_stats.lineage_verdict_frame(items, metric=metric),
         "gap": crosslm_stats.lineage_gap_frame(items, metric=metric),
     }
@@ -135,7 +135,7 @@ def cross_family_markdown(
     encoders against causal LMs, every number, interval and verdict taken from the tables.
 
     Args:
-        verdict: :func:`olas_utils.studies.crosslm_stats.verdict_frame` of the cross-family items.
+        verdict: :func:`olas_utils.studies.crosslm_stats.retrieval_verdicts` of the cross-family items.
         pairs: :func:`olas_utils.studies.crosslm_stats.retrieval_frame` of them.
         lineage: :func:`olas_utils.studies.crosslm_stats.lineage_verdict_frame` of them.
         gap: :func:`olas_utils.studies.crosslm_stats.lineage_gap_frame` of them.

@@ -2,7 +2,7 @@
 across models, OLA against its strongest control with error bars, the sizes beside each
 table, and a reading of the results in which every number, interval and verdict is taken
 from the run's tables (:mod:`olas_utils.studies.crosslm` computes the items,
-:mod:`olas_utils.studies.crosslm_stats` the tables; :func:`verdict_frame` is that module's with
+:mod:`olas_utils.studies.crosslm_stats` the tables; :func:`retrieval_verdict_table` is that module's with
 a ``weak_controls`` column)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = [
     "hit_matrix_figure",
     "example_pairs_figure",
     "interval_figure",
-    "verdict_frame",
+    "retrieval_verdict_table",
     "SHALLOW_LAYERS",
     "weak_controls",
     "protocol_frame",
@@ -59,10 +59,12 @@ def weak_controls(items: pd.DataFrame, family: str, layers: dict[str, int] | Non
     return f"{Control.SHUFFLED_LAYERS.label}: {', '.join(shallow)}" if shallow else ""
 
 
-def verdict_frame(items: pd.DataFrame, *, metric: str = "ssim", layers: dict[str, int] | None = None) -> pd.DataFrame:
-    """:func:`olas_utils.studies.crosslm_stats.verdict_frame` with a ``weak_controls`` column
+def retrieval_verdict_table(
+    items: pd.DataFrame, *, metric: str = "ssim", layers: dict[str, int] | None = None
+) -> pd.DataFrame:
+    """:func:`olas_utils.studies.crosslm_stats.retrieval_verdicts` with a ``weak_controls`` column
     (:func:`weak_controls`: where a control the cell compares with is weak by construction)."""
-    out = crosslm_stats.verdict_frame(items, metric=metric)
+    out = crosslm_stats.retrieval_verdicts(items, metric=metric)
     if len(out):
         notes = {f: weak_controls(items, f, layers) for f in set(out.family)}
         out["weak_controls"] = [notes[f] for f in out.family]
@@ -209,7 +211,7 @@ def interval_figure(verdict: pd.DataFrame, *, title: str | None = None):
     written above it (``+`` beats, ``=`` indistinguishable, ``−`` loses).
 
     Args:
-        verdict: :func:`verdict_frame` or
+        verdict: :func:`retrieval_verdict_table` or
             :func:`olas_utils.studies.classifier_stats.classifier_verdict_frame`.
         title: the figure's title (default: what the bars are).
 
@@ -564,7 +566,7 @@ def comparison_markdown(
 
     Args:
         summary: :func:`olas_utils.studies.crosslm_stats.retrieval_summary`.
-        verdict: :func:`verdict_frame`.
+        verdict: :func:`retrieval_verdict_table`.
         classifier: :func:`olas_utils.studies.classifier_stats.classifier_summary` (optional).
         classifier_verdict: :func:`olas_utils.studies.classifier_stats.classifier_verdict_frame`.
         n_chunks: the corpus size; chunk_words: words per chunk (the paper's 50).

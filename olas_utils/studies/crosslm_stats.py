@@ -34,7 +34,7 @@ __all__ = [
     "outcome_array",
     "retrieval_frame",
     "retrieval_summary",
-    "verdict_frame",
+    "retrieval_verdicts",
     "with_lineage",
     "lineage_verdict_frame",
     "lineage_gap_frame",
@@ -304,7 +304,7 @@ def with_lineage(items: pd.DataFrame) -> pd.DataFrame:
 
 
 def lineage_verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
-    """:func:`verdict_frame` with the ordered pairs of one lineage and of different lineages
+    """:func:`retrieval_verdicts` with the ordered pairs of one lineage and of different lineages
     apart: per ``(protocol, family, key, lineage)`` the trained models' Hit@1 against the
     strongest control *on the same pairs*, Holm-corrected over this table's cells. Whether a
     claim holds across lineages is read from the ``across`` rows.
@@ -314,7 +314,7 @@ def lineage_verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.Da
         metric: the retrieval metric compared.
 
     Returns:
-        The columns of :func:`verdict_frame` (without ``same_trained_as``) plus ``lineage``
+        The columns of :func:`retrieval_verdicts` (without ``same_trained_as``) plus ``lineage``
         and ``models`` (the models of the cell's pairs). Empty when no cell has both kinds of
         pairs' lineage known or the run has no control.
     """
@@ -377,14 +377,10 @@ def lineage_gap_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFr
             gap=gap.estimate, gap_low=gap.low, gap_high=gap.high, p=gap.p_value, chunks=by_lineage[WITHIN].shape[1]
         )
         rows.append(row)
-    out = pd.DataFrame(rows)
-    if len(out):
-        out.insert(out.columns.get_loc("p") + 1, "verdict", verdicts(gaps))
-        out.insert(out.columns.get_loc("verdict") + 1, "holm_cells", len(gaps))
-    return out
+    return insert_verdicts(pd.DataFrame(rows), gaps, None)
 
 
-def verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
+def retrieval_verdicts(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
     """The trained models' Hit@1 against every control at once (it beats only if it beats
     each: :func:`olas_utils.stats.uncertainty.against_every_control`), per protocol, family and key,
     with three-way verdicts Holm-corrected across the table's cells at both readings

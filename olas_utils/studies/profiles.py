@@ -218,6 +218,21 @@ SHARED_TRAINING: dict[str, AdapterSettings] = {
 }
 
 
+#: The paper's adapter (``docs/method.md#training``) at the paper's settings, shared by the
+#: ``paper`` profiles of notebooks 03 and 04; notebook 04 trains at a smaller learning rate
+#: (``replace(PAPER_TRAINING, lr=1e-5)``).
+PAPER_TRAINING = AdapterSettings(
+    adapter="paper",
+    epochs=15,
+    patience=3,
+    batch_size=2,
+    lr=3e-5,
+    arc_dim=512,
+    label_dim=128,
+    workers=None,
+    seeds=(0, 1, 2),
+)
+
 #: The real zoo models a :func:`tiny` profile runs on: the two smallest of each family (the
 #: classifier's refit after selection needs two training sources, so notebook 02 gets three).
 TINY_MODELS: tuple[str, ...] = ("paraphrase-minilm-l3", "splade-tiny", "smollm2-135m", "gemma3-270m")

@@ -59,7 +59,7 @@ def tables_of(folder: Path | str) -> dict[str, pd.DataFrame]:
     out: dict[str, pd.DataFrame] = {}
     items = _read(folder, "02_retrieval_items")
     if items is not None:
-        out["02_verdict"] = crosslm_report.verdict_frame(items)
+        out["02_verdict"] = crosslm_report.retrieval_verdict_table(items)
         out["02_lineage_verdict"] = crosslm_stats.lineage_verdict_frame(items)
         out["02_lineage_gap"] = crosslm_stats.lineage_gap_frame(items)
         out["02_key_margins"] = crosslm_stats.key_margin_frame(items)
@@ -88,7 +88,7 @@ def tables_of(folder: Path | str) -> dict[str, pd.DataFrame]:
         summary = transfer_report.task_summary(frame, transfer)
         out["04_transfer_summary"] = summary
         out["04_lineage"] = transfer_report.lineage_frame(summary, transfer)
-        out["04_verdict"] = transfer_report.verdict_frame(summary, transfer)
+        out["04_verdict"] = transfer_report.transfer_verdicts(summary, transfer)
     if not out:
         raise FileNotFoundError(f"{folder} has no per-item file (02_retrieval_items, 03_parser_items, ...)")
     return out

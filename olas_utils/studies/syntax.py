@@ -16,7 +16,13 @@ import pandas as pd
 from olas_utils.data.tasks import TaskData
 from olas_utils.maths.sinks import preprocess
 from olas_utils.studies.depth import drop_skipped, keys_for, mixing_keys, mixing_skips, orders_for
-from olas_utils.studies.profiles import SHARED_SIZES, SHARED_TRAINING, AdapterSettings, SplitSizes, SyntaxProfile
+from olas_utils.studies.profiles import (
+    PAPER_TRAINING,
+    SHARED_SIZES,
+    SHARED_TRAINING,
+    SplitSizes,
+    SyntaxProfile,
+)
 from olas_utils.vocabulary import CAUSAL, ENCODER, Control, MapKey, family_of
 
 __all__ = [
@@ -64,17 +70,7 @@ PROFILES: dict[str, SyntaxProfile] = {
         sizes=SplitSizes(n_train=None, n_dev=None, n_test=None, max_words=None, min_words=1),
         keys=("ola:1", "ola:2", "ola:3", "rollout", "alti:1"),
         level="subword",
-        training=AdapterSettings(
-            adapter="paper",
-            epochs=15,
-            patience=3,
-            batch_size=2,
-            lr=3e-5,
-            arc_dim=512,
-            label_dim=128,
-            workers=None,
-            seeds=(0, 1, 2),
-        ),
+        training=PAPER_TRAINING,
         input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS, Control.HALF_RANDOM),
     ),
 }

@@ -35,10 +35,10 @@ import pandas as pd
 
 from olas_utils.data.tasks import TaskData, load_task
 from olas_utils.studies.profiles import (
+    PAPER_TRAINING,
     SHARED_SIZES,
     SHARED_TRAINING,
     VARIANTS,
-    AdapterSettings,
     SplitSizes,
     TransferProfile,
 )
@@ -151,17 +151,7 @@ PROFILES: dict[str, TransferProfile] = {
         sizes=SplitSizes(n_train=None, n_dev=None, n_test=None, max_words=None, min_words=1),
         keys=("ola:1", "ola:2"),
         level="subword",
-        training=AdapterSettings(
-            adapter="paper",
-            epochs=15,
-            patience=3,
-            batch_size=2,
-            lr=1e-5,
-            arc_dim=512,
-            label_dim=128,
-            workers=None,
-            seeds=(0, 1, 2),
-        ),
+        training=replace(PAPER_TRAINING, lr=1e-5),
         input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS, Control.HALF_RANDOM),
     ),
 }

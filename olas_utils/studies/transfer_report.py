@@ -23,7 +23,7 @@ from olas_utils.studies.outcomes import capped_runs, estimate, family, rate, run
 from olas_utils.studies.transfer import CONTROLS, PAPER_CLAIMS, transfer_condition
 from olas_utils.vocabulary import Control
 
-__all__ = ["CLAIMS", "task_summary", "bar_chart", "verdict_frame", "lineage_frame", "comparison_markdown"]
+__all__ = ["CLAIMS", "task_summary", "bar_chart", "transfer_verdicts", "lineage_frame", "comparison_markdown"]
 
 #: Condition names of the controls this text names.
 _BASELINE, _POS, _TOK, _RIT = (
@@ -131,7 +131,7 @@ def task_summary(frame: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=[c for c in CONTROLS if c in out and c != _BASELINE and out[c].isna().all()])
 
 
-def verdict_frame(summary: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+def transfer_verdicts(summary: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     """Per task (and per task and family where there are several): how many targets the
     headline TOA and the self-trained adapter beat / are indistinguishable from / lose to
     the strongest control (the summary's verdicts), and the mean margin over targets with
@@ -339,7 +339,7 @@ def comparison_markdown(
     lineage: pd.DataFrame | None = None,
 ) -> str:
     """The closing text, computed from this run's summary (:func:`task_summary`) and verdict
-    (:func:`verdict_frame`): each claim with the verdict cells that decide it — the headline
+    (:func:`transfer_verdicts`): each claim with the verdict cells that decide it — the headline
     TOA, self and multi-source against the strongest control per (task, target), the family
     means with their intervals — what that means for the paper's claim
     (:data:`~olas_utils.studies.transfer.PAPER_CLAIMS`), transfer within and across lineages

@@ -3,7 +3,7 @@ give each model the orders it has and compare, per key, the models that have it.
 
 import numpy as np
 import pytest
-from test_crosslm import _Images
+from _support.studies import FakeImages as _Images
 
 from olas_utils.studies import crosslm
 from olas_utils.studies.depth import keys_for, orders_for
@@ -151,7 +151,7 @@ def test_notebook_02_leaves_a_mixing_key_out_for_the_models_that_lack_it(tmp_pat
         assert images.caches[(control, "paper")]["a"].keys == ["ola:1", "rollout", "alti"]
     items = crosslm.retrieval_items(images, progress=False)
     assert set(items.key) == {"ola:1", "rollout", "alti"} and set(items.control) == {"none", "uniform"}
-    verdict = crosslm_report.verdict_frame(items)
+    verdict = crosslm_report.retrieval_verdict_table(items)
     assert "alti" in set(verdict.key)
 
 

@@ -8,49 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
-N = 300  # test sentences
-WORDS = np.random.default_rng(0).integers(3, 30, size=N)
-
-
-def _arcs(rng, p):
-    return rng.binomial(WORDS, p)
-
-
-def _dep_rows(run: dict, arcs) -> list[dict]:
-    cols = (
-        "arcs",
-        "labels",
-        "words",
-        "arcs_nopunct",
-        "labels_nopunct",
-        "words_nopunct",
-        "arcs_greedy",
-        "labels_greedy",
-    )
-    return [
-        {**run, "sentence": i, **dict(zip(cols, (a, a // 2, w, a, a // 2, w, a, a // 2)))}
-        for i, (a, w) in enumerate(zip(arcs, WORDS))
-    ]
-
-
-def _syntax(seeds=(0, 1, 2)):
-    """Model m: ola:1 clearly above every control, ola:2 the tokenizer-only control's very
-    outcomes, ola:3 clearly below; the controls at 0.30 (tokenizer-only), 0.25, 0.10."""
-    rng = np.random.default_rng(1)
-    items, runs = [], []
-    for s in seeds:
-        tok = _arcs(rng, 0.30)
-        ctrl = {"tokenizer-only": tok, "position-only": _arcs(rng, 0.25), "random-init target": _arcs(rng, 0.10)}
-        ola = {"ola:1": _arcs(rng, 0.60), "ola:2": tok, "ola:3": _arcs(rng, 0.15)}
-        for key, a in ola.items():
-            for cond, arcs in (("ola", a), *ctrl.items()):
-                run = {"model": "m", "family": "encoder", "key": key, "condition": cond, "seed": s}
-                items += _dep_rows(run, arcs)
-                runs.append({**run, "uas": arcs.sum() / WORDS.sum(), "best_epoch": 5 if s == 0 else 3, "epochs_run": 5})
-    run = {"model": "baseline: neighbour chain", "family": "-", "key": "-", "condition": "baseline", "seed": 0}
-    items += _dep_rows(run, _arcs(rng, 0.29))
-    return pd.DataFrame(runs), pd.DataFrame(items)
+from _support.studies import WORDS
+from _support.studies import syntax_tables as _syntax
+from _support.studies import transfer_tables as _transfer
 
 
 def test_capped_runs_counts_runs_that_early_stopping_did_not_end():
@@ -163,42 +123,6 @@ def test_probe_text_reports_the_mean_over_models_not_the_best_cell():
     assert f"ola:1 {mean.uuas:.1f} [" in text and "best a" not in text  # the old text quoted the best cell
 
 
-def _transfer(toa: dict[str, float]):
-    """Dependency transfer among three encoders; each target's single-source transfer from the
-    two others at ``toa[target]``, every control at most 0.30 (position-only), self at 0.7."""
-    rng = np.random.default_rng(3)
-    models = list(toa)
-    items, frame = [], []
-
-    def add(source, target, cond, variant, seed, p=None, arcs=None):
-        arcs = _arcs(rng, p) if arcs is None else arcs
-        run = {"task": "dependency", "family": "encoder" if target != "-" else "-", "source": source, "target": target}
-        run |= {"condition": cond, "variant": variant, "seed": seed}
-        items.extend(_dep_rows(run, arcs))
-        u = arcs.sum() / WORDS.sum()
-        frame.append({**run, "metric": "uas", "score": u, "uas": u, "best_epoch": 3, "epochs_run": 5})
-        return u
-
-    for t in models:
-        others = [s for s in models if s != t]
-        for k in (0, 1, 2):
-            pos = _arcs(rng, 0.30)
-            add(t, t, "self", "plain", k, 0.7)
-            for s in models:
-                add(s, t, "random-init target", "plain", k, 0.1)
-            got = [add(s, t, "transfer", "plain", k, arcs=pos if toa[t] is None else None, p=toa[t]) for s in others]
-            for v in ("rank", "augmented"):
-                for s in others:
-                    add(s, t, f"transfer ({v})", v, k, 0.2)
-            add("others", t, "transfer (multi-source)", "plain", k, 0.5)
-            frame.append({**frame[-1], "source": "chosen", "condition": "TOA (headline)", "variant": "plain"})
-            frame[-1]["score"] = frame[-1]["uas"] = float(np.mean(got))
-            add(t, t, "tokenizer-only", "plain", k, 0.2)
-            add(t, t, "position-only", "plain", k, arcs=pos)
-    add("-", "-", "baseline", "-", 0, 0.25)
-    return pd.DataFrame(frame), pd.DataFrame(items)
-
-
 def test_transfer_summary_verdicts_and_family_mean():
     from olas_utils.studies import transfer_report
 
@@ -212,7 +136,7 @@ def test_transfer_summary_verdicts_and_family_mean():
     assert s.loc["e1", "TOA (headline)"] == pytest.approx(
         100 * frame[(frame.target == "e1") & (frame.condition == "TOA (headline)")].uas.mean(), abs=0.05
     )
-    v = transfer_report.verdict_frame(s.reset_index(), items).iloc[0]
+    v = transfer_report.transfer_verdicts(s.reset_index(), items).iloc[0]
     assert (v["TOA beats"], v["TOA indistinguishable"], v["TOA loses"]) == (1, 1, 1) and v.targets == 3
     assert v["mean TOA − strongest low"] < v["mean TOA − strongest"] < v["mean TOA − strongest high"]
     text = transfer_report.comparison_markdown(s.reset_index(), pd.DataFrame([v]), sizes="S", frame=frame)

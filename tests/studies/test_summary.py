@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from test_reports import _syntax, _transfer
+from _support.studies import syntax_tables as _syntax
+from _support.studies import transfer_tables as _transfer
 
 from olas_utils.infra.settings import project_root
 from olas_utils.studies import summary, syntax_report, transfer_report
@@ -37,7 +38,7 @@ def results(tmp_path):
     write_table(syntax_report.order_table(items), tmp_path / "03_parser_orders")
     frame, titems = _transfer({"e1": 0.55, "e2": None, "e3": 0.12})
     s = transfer_report.task_summary(frame, titems)
-    write_table(transfer_report.verdict_frame(s, titems), tmp_path / "04_verdict")
+    write_table(transfer_report.transfer_verdicts(s, titems), tmp_path / "04_verdict")
     return tmp_path
 
 
@@ -104,7 +105,7 @@ def test_rows_of_another_profile_name_their_folder_their_strongest_control_and_a
     write_table(s, results / "04_transfer_summary")
     (results / profile).mkdir()
     write_table(s, results / profile / "04_transfer_summary")
-    verdict = transfer_report.verdict_frame(s, titems)
+    verdict = transfer_report.transfer_verdicts(s, titems)
     write_table(verdict, results / profile / "04_verdict")
     text = summary.results_summary(results)
     rows = [line for line in text.splitlines() if line.startswith(f"- **Transfer, {profile}")]
@@ -123,7 +124,7 @@ def test_rows_of_another_profile_name_their_folder_their_strongest_control_and_a
 def test_cross_family_rows_name_their_folder_and_a_lineage_on_both_sides(results):
     """quick's cross-family tables (no lineage on both sides: an empty gap table) and the gemma
     profile's (embeddinggemma-300m and gemma3-270m far above the other pairs, by construction)."""
-    from test_cross_family import _cross_items
+    from _support.studies import cross_items as _cross_items
 
     from olas_utils.studies import crossfamily
 
