@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_classifier import synth  # the synthetic "models" of the ResNet tests (same folder)
+from _support.similarity import synth  # the synthetic "models" of the ResNet tests
 
 from olas_utils.similarity.evaluation import evaluate, predict_logits, predict_ranks
 from olas_utils.similarity.logistic import LogisticResult, logistic_features, train_logistic

@@ -3,10 +3,10 @@ an encoder's image by hand and as a fixed point of the protocols' own causal ima
 items hold, and the reading of the tables with and without a lineage on both sides."""
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
-from test_crosslm import _Images
+from _support.studies import FakeImages as _Images
+from _support.studies import cross_items as _cross_items
 
 from olas_utils.similarity import retrieval_ranks
 from olas_utils.similarity.images import SYMMETRISED, causal_view, to_image
@@ -81,22 +81,6 @@ def test_one_family_alone_has_no_cross_family_items():
     tables = crossfamily.cross_family_tables(it)
     assert all(len(t) == 0 for t in tables.values())
     assert "no (encoder, causal LM) pair" in crossfamily.cross_family_markdown(**tables)
-
-
-def _cross_items(encoders, causal, p_trained, p_control=0.05, n=60, seed=0):
-    """Hand-made cross-family items: every ordered (encoder, causal) pair both ways; trained hit
-    probability ``p_trained(target, source)``, tokenizer-only ``p_control``."""
-    rng = np.random.default_rng(seed)
-    pairs = [(e, c) for e in encoders for c in causal] + [(c, e) for e in encoders for c in causal]
-    rows = {c: [] for c in crosslm.RETRIEVAL_ITEM_COLUMNS}
-    for control in ("none", "uniform"):
-        for t, s in pairs:
-            p = p_trained(t, s) if control == "none" else p_control
-            ranks = np.where(rng.random(n) < p, 0, rng.integers(1, n, n))
-            for i, r in enumerate(ranks):
-                for col, v in zip(rows, (crossfamily.CROSS_FAMILY, control, "word", "ola:1", "ssim", t, s, i, int(r))):
-                    rows[col].append(v)
-    return pd.DataFrame(rows)
 
 
 def test_the_reading_names_a_lineage_on_both_sides_and_its_gap():

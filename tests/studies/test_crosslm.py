@@ -5,6 +5,7 @@ whose answer is known, duplicate evidence counted once, and the classifier over 
 import numpy as np
 import pandas as pd
 import pytest
+from _support.studies import FakeImages as _Images
 
 from olas_utils.stats.uncertainty import BEATS, INDISTINGUISHABLE, LOSES, interval
 from olas_utils.studies import classifier_stats, crosslm, crosslm_report, crosslm_stats
@@ -271,15 +272,6 @@ def test_one_seed_says_its_interval_covers_images_only():
     assert "1 training seed(s) [0]: intervals over images only" in crosslm_report.sizes_note(
         clf, seed=0, threads=1, seeds=(0,)
     )
-
-
-class _Images:
-    def __init__(self, arrays):
-        self.arrays = arrays
-        self.keys = list(arrays)
-
-    def images(self, key):
-        return self.arrays[key]
 
 
 def test_classifier_items_reduce_to_its_accuracy():

@@ -1,36 +1,16 @@
 """Every numbered notebook runs under papermill with the smoke profile, writing into a
 temporary folder, so a broken notebook fails CI."""
 
-import json
-
 import pytest
+from _support.notebooks import errors_of, run_outputs
 
-from olas_utils.ui.reproduce import list_notebooks, run_notebook
+from olas_utils.ui.reproduce import list_notebooks
 
 NOTEBOOKS = list_notebooks()
 
 
 def test_there_are_notebooks():
     assert [p.name for p in NOTEBOOKS][:1] == ["01_ola_gallery.ipynb"]
-
-
-def run_outputs(path, tmp_path, profile: str, **parameters) -> list[dict]:
-    """Run notebook ``path`` with ``profile`` (and ``parameters``) into ``tmp_path``'s ``figures`` and
-    ``results`` folders; every output of its code cells, in order."""
-    out = run_notebook(
-        path,
-        tmp_path / path.name,
-        profile=profile,
-        parameters={"figures_dir": str(tmp_path / "figures"), "results_dir": str(tmp_path / "results"), **parameters},
-        progress=False,
-    )
-    cells = json.loads(out.read_text())["cells"]
-    return [o for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])]
-
-
-def errors_of(outputs: list[dict]) -> list[dict]:
-    """The error outputs among ``outputs``."""
-    return [o for o in outputs if o.get("output_type") == "error"]
 
 
 @pytest.mark.notebook

@@ -9,7 +9,7 @@ from dataclasses import fields
 
 import pandas as pd
 import pytest
-from test_notebooks import errors_of, run_outputs
+from _support.notebooks import errors_of, run_outputs
 
 from olas_utils.studies import crosslm, gallery, syntax, transfer
 from olas_utils.studies.profiles import TINY_MODELS, tiny
