@@ -128,7 +128,7 @@ def _fit(
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     g_shuffle = torch.Generator().manual_seed(s_shuffle)
     g_aug = torch.Generator().manual_seed(s_aug)
-    from tqdm.auto import tqdm
+    from olas_utils.infra.progress import tqdm
 
     bar = tqdm(range(1, epochs + 1), desc=desc, unit="epoch", disable=not progress)
     for epoch in bar:

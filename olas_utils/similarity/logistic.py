@@ -299,7 +299,7 @@ def train_logistic_many(
             what :func:`train_logistic` raises.
     """
     from threadpoolctl import threadpool_limits
-    from tqdm.auto import tqdm
+    from olas_utils.infra.progress import tqdm
 
     ready = []
     for i, job in enumerate(jobs):  # a bad job fails here, before minutes of fits elsewhere

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from olas_utils.infra.progress import tqdm
 
 from olas_utils.similarity.ssim import ArrayLike, ssim_matrix
 

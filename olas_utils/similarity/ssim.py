@@ -18,7 +18,7 @@ from typing import Union
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from olas_utils.infra.progress import tqdm
 
 from olas_utils.similarity.ssim_kernels import (
     band_matrix,

@@ -57,7 +57,7 @@ def cross_family_items(
     Raises:
         ValueError: a protocol outside :data:`~olas_utils.similarity.images.SYMMETRISED`.
     """
-    from tqdm.auto import tqdm
+    from olas_utils.infra.progress import tqdm
 
     from olas_utils.similarity import retrieval_ranks
     from olas_utils.similarity.images import SYMMETRISED, TIES, causal_view

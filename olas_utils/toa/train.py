@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
-from tqdm.auto import tqdm
+from olas_utils.infra.progress import tqdm
 
 from olas_utils.infra.atomic import check_writable
 from olas_utils.infra.fingerprint import legacy_json, seed_from, sha256_chunks
