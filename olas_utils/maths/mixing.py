@@ -313,6 +313,7 @@ def layer_mixing(
     reconstruct: bool = False,
     block_elements: int = BLOCK_ELEMENTS,
     overwrite: bool = False,
+    fused: bool | None = None,
 ) -> LayerMixing:
     """One layer's ALTI contributions (and GlobEnc norms), streaming: the ``T_i(x_j)`` vectors
     exist a block of query rows at a time (at most :data:`BLOCK_ROWS` rows and ``block_elements``
@@ -343,6 +344,10 @@ def layer_mixing(
         block_elements: the block budget.
         overwrite: transform ``heads`` in place (it is garbage afterwards) instead of a copy:
             saves one ``(B, T, H, d)`` tensor and its allocation.
+        fused: ALTI through :func:`olas_utils.maths.alti_kernel.alti_contributions` (one
+            compiled loop, no block in memory; the reconstruction then by one einsum) instead of
+            the blocked torch loop. None: fused on CPU, blocked elsewhere. The two agree to
+            float rounding (``tests/core/test_mixing_fused.py`` states the tolerance).
 
     Returns:
         A :class:`LayerMixing`. ALTI entries are zero where ``i ≠ j`` and no head of query ``i``
@@ -367,9 +372,28 @@ def layer_mixing(
     if post_norm is not None:
         r = post_norm.transform(r)
     r = r / a_scale[..., None]
-    reach = (weights > 0).any(1) | torch.eye(t, dtype=torch.bool, device=weights.device)
     out = LayerMixing(pre_norm_sum=pre_sum)
-    if alti or reconstruct:
+    if fused is None:
+        fused = residual.device.type == "cpu"
+    if fused and (alti or reconstruct):
+        y_scaled = outputs / kappa[..., None]
+        if alti:
+            from olas_utils.maths.alti_kernel import alti_contributions
+
+            out.alti = alti_contributions(weights, g, r, y_scaled, outputs.abs().sum(-1), kappa)
+        if reconstruct:  # Σ_j T_i(x_j) = κ_i·(Σ_j Σ_h α^h_ij G^h_j + r_i)
+            rebuilt = (torch.einsum("bhij,bjhd->bid", weights, g) + r) * kappa[..., None]
+            out.reconstruction = rebuilt + bias_term(
+                out_bias,
+                (b, t, d),
+                attn_norm=attn_norm,
+                post_norm=post_norm,
+                shift=shift,
+                dtype=residual.dtype,
+                device=residual.device,
+            )
+    elif alti or reconstruct:
+        reach = (weights > 0).any(1) | torch.eye(t, dtype=torch.bool, device=weights.device)
         out.alti = torch.zeros(b, t, t, dtype=residual.dtype, device=residual.device) if alti else None
         rebuilt = torch.zeros_like(residual)
         y_scaled = outputs / kappa[..., None]
