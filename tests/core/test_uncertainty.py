@@ -67,13 +67,71 @@ def test_resampling_pairs_and_chunks_covers_where_items_alone_do_not():
     assert flat / reps <= 0.75, flat / reps
 
 
+def _crossed_bootstrap_by_hand(num, den, n_resamples, seed):
+    """The two-way (row, item) percentile bootstrap of ``Σ num / Σ den`` written out resample by
+    resample: each resample draws how often each row and each item is taken (multinomial counts,
+    rows then items, from ``default_rng(seed)``: the draws the code makes, so the reference sees
+    the very same resamples), weighs each cell by its row's and its item's count, and takes the
+    ratio; then the 2.5/97.5 % quantiles and the two-sided p of the sign."""
+    rng = np.random.default_rng(seed)
+    rows, items = num.shape
+    w_rows = rng.multinomial(rows, np.full(rows, 1 / rows), size=n_resamples)
+    w_items = rng.multinomial(items, np.full(items, 1 / items), size=n_resamples)
+    values = []
+    for r in range(n_resamples):
+        top = bottom = 0.0
+        for i in range(rows):
+            for j in range(items):
+                top += w_rows[r, i] * w_items[r, j] * num[i, j]
+                bottom += w_rows[r, i] * w_items[r, j] * den[i, j]
+        values.append(top / bottom)
+    values = np.array(values)
+    low, high = np.quantile(values, [0.025, 0.975])
+    b1 = n_resamples + 1
+    p = min(1.0, 2 * min((1 + (values <= 0).sum()) / b1, (1 + (values >= 0).sum()) / b1))
+    return low, high, p
+
+
 def test_ratio_of_sums_is_the_corpus_metric():
     correct = np.array([[3, 5, 0, 7, 1], [2, 5, 1, 6, 2]], float)
     words = np.array([[4, 6, 2, 8, 3], [4, 6, 2, 8, 3]], float)
-    iv = interval(correct, words, n_resamples=500)
+    iv = interval(correct, words, n_resamples=400, seed=7)
     assert iv.estimate == pytest.approx(correct.sum() / words.sum())
-    assert iv.low <= iv.estimate <= iv.high
     assert iv.shape == (2, 5)
+    low, high, p = _crossed_bootstrap_by_hand(correct, words, 400, seed=7)
+    assert (iv.low, iv.high, iv.p_value) == pytest.approx((low, high, p), abs=1e-12)
+
+
+def test_a_margin_is_the_bootstrap_of_the_difference_by_hand():
+    rng = np.random.default_rng(8)
+    a = (rng.random((3, 20)) < 0.6).astype(float)
+    b = (rng.random((3, 20)) < 0.5).astype(float)
+    iv = margin(a, b, n_resamples=300, seed=9)
+    # the difference of two means over the same cells = the ratio of (a - b) over a count of one
+    low, high, p = _crossed_bootstrap_by_hand(a - b, np.ones_like(a), 300, seed=9)
+    assert iv.estimate == pytest.approx(a.mean() - b.mean())
+    assert (iv.low, iv.high, iv.p_value) == pytest.approx((low, high, p), abs=1e-12)
+
+
+def test_ratio_of_sums_matches_scipy_paired_bootstrap():
+    """One axis: scipy's percentile bootstrap of Σ correct / Σ words, resampling sentences with
+    their word counts (paired); two Monte Carlo estimates of the same quantiles."""
+    rng = np.random.default_rng(10)
+    words = rng.integers(3, 30, size=250).astype(float)
+    correct = rng.binomial(words.astype(int), 0.7).astype(float)
+    ours = interval(correct, words, n_resamples=8000, seed=1)
+    ref = stats.bootstrap(
+        (correct, words),
+        lambda c, w: c.sum() / w.sum(),
+        paired=True,
+        vectorized=False,
+        method="percentile",
+        n_resamples=8000,
+        random_state=2,
+    ).confidence_interval
+    assert ours.estimate == pytest.approx(correct.sum() / words.sum())
+    assert ours.low == pytest.approx(ref.low, abs=0.004)
+    assert ours.high == pytest.approx(ref.high, abs=0.004)
 
 
 def test_paired_margin_cancels_shared_difficulty():
@@ -117,6 +175,20 @@ def test_holm_step_down_by_hand():
     assert verdict_counts([BEATS, INDISTINGUISHABLE, None, LOSES, BEATS]) == (
         "2 beat, 1 indistinguishable, 1 lose (of 4)"
     )
+
+
+def test_verdicts_reject_what_statsmodels_holm_rejects():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        m = int(rng.integers(1, 9))
+        p = np.round(rng.random(m) ** 3, 3)  # many small p, some ties
+        est = rng.choice([-0.2, 0.3], size=m)
+        got = verdicts([_m(e, q) for e, q in zip(est, p)])
+        reject = multipletests(p, alpha=0.05, method="holm")[0]
+        expect = [(BEATS if e > 0 else LOSES) if r else INDISTINGUISHABLE for e, r in zip(est, reject)]
+        assert got == expect, (p, est)
 
 
 def test_bad_inputs_are_refused():
