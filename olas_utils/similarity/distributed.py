@@ -42,30 +42,53 @@ def _use_cpu() -> bool:
     return asked or not torch.cuda.is_available()
 
 
-def extract_distributed(model: str, chunks: Sequence[Sequence[str]], *, progress: bool = True, **cache_kwargs):
+def extract_distributed(
+    model: str,
+    chunks: Sequence[Sequence[str]],
+    settings=None,
+    *,
+    protocol: str = "paper",
+    cache_root=None,
+    progress: bool = True,
+    **setting_keywords,
+):
     """Extract OLA images of ``chunks`` with every process of the current ``accelerate``
     launch (a plain ``python`` run is a launch of one process).
 
     Args:
         model: zoo name, local folder or Hugging Face id (loaded on each process's device).
         chunks: the corpus (the same on every process).
+        settings: a :class:`~olas_utils.similarity.imagecache.CacheSettings`, or its fields as
+            keywords (``setting_keywords``).
+        protocol, cache_root: as :func:`olas_utils.similarity.imagecache.extract_to_cache`.
         progress: progress bar (main process only).
-        **cache_kwargs: passed to :func:`olas_utils.similarity.imagecache.extract_to_cache` (orders,
-            baselines, protocol, image_size, batch_size, seed, cache_root, ...).
 
     Returns:
         The merged :class:`~olas_utils.similarity.imagecache.CachedImages` (on every process, once merged).
     """
     from accelerate import PartialState
 
-    from olas_utils.similarity.imagecache import CachedImages, extract_to_cache, merge_shards, parse_shard_root
+    from olas_utils.similarity.imagecache import (
+        CachedImages,
+        CacheSettings,
+        extract_to_cache,
+        merge_shards,
+        parse_shard_root,
+    )
     from olas_utils.zoo import load_model
 
+    settings = CacheSettings.of(settings, **setting_keywords)  # bad settings refused before a model loads
     state = PartialState(cpu=_use_cpu())
     lm = load_model(model, device=state.device)
     n, i = state.num_processes, state.process_index
     shard = extract_to_cache(
-        lm, chunks, shard=(i, n), progress=progress and state.is_local_main_process, **cache_kwargs
+        lm,
+        chunks,
+        protocol=protocol,
+        cache_root=cache_root,
+        settings=settings,
+        shard=(i, n),
+        progress=progress and state.is_local_main_process,
     )
     if n == 1:
         return shard
@@ -103,19 +126,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         from olas_utils.data.corpus import build_chunks
+        from olas_utils.similarity.imagecache import CacheSettings
 
+        settings = CacheSettings(
+            orders=args.orders,
+            baselines=args.baselines,
+            image_size=args.image_size,
+            batch_size=args.batch_size,
+            seed=args.seed,
+        )
         chunks = build_chunks(args.corpus, n_chunks=args.n_chunks, seed=args.seed)
         res = extract_distributed(
             args.model,
             chunks,
-            progress=not args.quiet,
-            orders=args.orders,
-            baselines=args.baselines,
+            settings,
             protocol=args.protocol,
-            image_size=args.image_size,
-            batch_size=args.batch_size,
-            seed=args.seed,
             cache_root=args.cache_root,
+            progress=not args.quiet,
         )
     except Exception as e:  # noqa: BLE001 - one clear line per process
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)

@@ -259,7 +259,7 @@ def extract_images(
     Raises:
         ValueError: on an unknown control or protocol.
     """
-    from olas_utils.similarity.imagecache import cache_complete, extract_protocols
+    from olas_utils.similarity.imagecache import CacheSettings, cache_complete, extract_protocols
     from olas_utils.zoo import load_model
     from olas_utils.zoo.controls import CONTROLS, control_identity
 
@@ -275,19 +275,19 @@ def extract_images(
         base = drop_skipped(name, baselines, mixing_skips(lm.model, baselines))  # warns for each key it drops
         if len(mine) < len(orders) or len(base) < len(baselines):
             out.model_keys[name] = [str(MapKey.ola(k)) for k in mine] + base
-        kw = dict(orders=mine, baselines=base, batch_size=batch_size, seed=seed, cache_dir=cache_dir)
+        settings = CacheSettings(orders=mine, baselines=base, batch_size=batch_size, seed=seed, cache_dir=cache_dir)
         for control in [Control.TRAINED, *map(Control.parse, controls)]:
             if control is Control.TRAINED:
                 model = lm
             else:
                 ident = control_identity(lm, control, seed)
-                if ident is not None and cache_complete(ident, chunks, protocols=protocols, **kw):
+                if ident is not None and cache_complete(ident, chunks, protocols=protocols, settings=settings):
                     model = ident  # complete: only read, never run
                 else:
                     model = CONTROLS[control](lm, seed=seed)
                     if control is not Control.TOKENIZER_ONLY:  # a uniform "copy" is only a label: nothing is built
                         out.built.append((name, control.ident))
-            cached = extract_protocols(model, chunks, protocols=protocols, progress=progress, **kw)
+            cached = extract_protocols(model, chunks, protocols=protocols, settings=settings, progress=progress)
             for protocol, c in cached.items():
                 out.caches.setdefault((control.ident, protocol), {})[name] = c
             if control is not Control.TRAINED:

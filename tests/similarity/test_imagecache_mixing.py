@@ -145,6 +145,8 @@ def test_without_mixing_keys_the_manifest_and_folder_are_those_of_before(tmp_pat
     c = c["paper"]
     plan = json.loads((c.root / "plan.json").read_text())
     want = _formula_manifest(lm, chunks, plan, keys=["ola:1", "ola:2", "rollout"])
+    # the thread count is recorded beside the identity, outside its hash and its comparison
+    assert c.manifest.pop(ic.RECORDED) == {"torch_threads": torch.get_num_threads()}
     assert c.manifest == want
     assert c.root == tmp_path / "ola" / "tiny-bert" / f"paper-{sha256_json(want)[:12]}"
     # with mixing keys: the same manifest but its keys, hence another folder; OLA images bit-identical
@@ -206,18 +208,8 @@ def test_the_word_protocol_leaves_out_a_product_of_many_causal_layers(tmp_path, 
         llama, chunks, protocols=["paper", "word"], **{k: v for k, v in kw.items() if k != "progress"}
     )
     # a causal run without such a key keeps the manifest it always had
-    targets = plan_targets(
-        llama,
-        chunks,
-        ["word"],
-        orders=[1],
-        layers=[],
-        keys=["ola:1", "rollout"],
-        image_size=12,
-        batch_size=4,
-        seed=0,
-        cache_dir=tmp_path,
-    )
+    settings = ic.CacheSettings(orders=[1], baselines=["rollout"], image_size=12, batch_size=4, cache_dir=tmp_path)
+    targets = plan_targets(llama, chunks, ["word"], settings)
     assert targets[0].keys == targets[0].manifest["keys"] == ["ola:1", "rollout"] and targets[0].dropped == {}
 
 

@@ -2,7 +2,8 @@
 folder per model and protocol — its public interface.
 
 Write or resume a cache (one forward pass per batch for every protocol and key):
-:func:`extract_protocols`, :func:`extract_to_cache`; check without running a model whether
+:func:`extract_protocols`, :func:`extract_to_cache`, with what to compute as one
+:class:`CacheSettings` value; check without running a model whether
 caches are complete: :func:`cache_complete`. Open and read one: :func:`open_cache`,
 :class:`CachedImages` (``.images(key)``, ``.stack()``, ``.lengths()``, ``.done``); verify
 it: opening checks every array against the sizes and SHA-256 recorded at completion
@@ -40,17 +41,19 @@ from olas_utils.similarity.imagecache.folder import (
     verify_files,
 )
 from olas_utils.similarity.imagecache.manifest import (
+    RECORDED,
     CacheMismatchError,
     default_cache_root,
     manifest_diff,
     tokenizer_settings,
 )
-from olas_utils.similarity.imagecache.plan import cache_complete
+from olas_utils.similarity.imagecache.plan import CacheSettings, cache_complete
 from olas_utils.similarity.imagecache.read import CachedImages, open_cache
 from olas_utils.similarity.imagecache.shards import merge_shards, parse_shard_root, shard_root
 from olas_utils.similarity.imagecache.write import extract_protocols, extract_to_cache
 
 __all__ = [
+    "CacheSettings",
     "extract_protocols",
     "extract_to_cache",
     "cache_complete",
@@ -63,6 +66,7 @@ __all__ = [
     "default_cache_root",
     "tokenizer_settings",
     "manifest_diff",
+    "RECORDED",
     "key_filename",
     "FORMAT_VERSION",
     "CacheMismatchError",

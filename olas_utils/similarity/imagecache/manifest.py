@@ -13,7 +13,8 @@ context-mixing keys included; a word-level protocol leaves out the keys whose ne
 means nothing on the model, :func:`olas_utils.maths.uniform.neutral_problem`), ``protocol``,
 ``level``, ``preprocessing``, ``resize``, ``image_size``, ``dtype``, ``n_chunks``, ``corpus_sha256``
 (:func:`olas_utils.data.corpus.corpus_hash`), ``seed``, ``batch_size``, ``plan_sha256``,
-``tokenizer`` (``name_or_path`` — the folder name for local folders —, ``class``,
+``recorded`` (``torch_threads``: what the run recorded but does not identify it: ignored by
+:func:`manifest_diff` and the folder hash), ``tokenizer`` (``name_or_path`` — the folder name for local folders —, ``class``,
 ``vocab_size``, ``vocab_sha256``, ``special_tokens_added``, ``padding_side``,
 ``pad_token``), ``versions`` (``olas``, ``torch``, ``transformers``:
 :func:`olas_utils.infra.fingerprint.library_versions`) and, for a shard, ``shard``. Any
@@ -34,6 +35,7 @@ from olas_utils.similarity.imagecache.folder import FORMAT_VERSION
 from olas_utils.similarity.images import PREPROCESSING, PROTOCOLS, RESIZE
 
 __all__ = [
+    "RECORDED",
     "CacheMismatchError",
     "tokenizer_settings",
     "run_manifest",
@@ -42,6 +44,12 @@ __all__ = [
     "manifest_diff",
     "mismatch_error",
 ]
+
+
+#: the manifest field of what a run recorded without it identifying the cache (the torch thread
+#: count): left out of :func:`manifest_diff` and of :func:`default_cache_root`'s hash, so a cache
+#: written before it existed, or with another thread count, is the same cache.
+RECORDED = "recorded"
 
 
 class CacheMismatchError(ValueError):
@@ -164,16 +172,19 @@ def default_cache_root(manifest: dict, cache_dir: str | os.PathLike | None = Non
     """
     from olas_utils.infra import settings
 
-    digest = sha256_json(manifest)[:12]
+    digest = sha256_json({k: v for k, v in manifest.items() if k != RECORDED})[:12]
     return settings.cache_dir(cache_dir) / "ola" / safe_name(manifest["model"]) / f"{manifest['protocol']}-{digest}"
 
 
 def manifest_diff(stored: dict, wanted: dict, prefix: str = "") -> dict[str, tuple[Any, Any]]:
     """Field-by-field difference of two manifests: ``{field: (stored, wanted)}``, nested
     dicts flattened to dotted fields (``"tokenizer.vocab_size"``), a field missing on one
-    side shown as ``"<absent>"``, fields in sorted order; empty if they are equal."""
+    side shown as ``"<absent>"``, fields in sorted order; empty if they are equal. The top-level
+    :data:`RECORDED` field is not compared."""
     out: dict[str, tuple[Any, Any]] = {}
     for k in sorted(set(stored) | set(wanted)):
+        if not prefix and k == RECORDED:
+            continue
         a, b = stored.get(k, "<absent>"), wanted.get(k, "<absent>")
         if isinstance(a, dict) and isinstance(b, dict):
             out.update(manifest_diff(a, b, f"{prefix}{k}."))

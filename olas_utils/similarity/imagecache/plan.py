@@ -9,12 +9,13 @@ Importing this module does no work.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from olas_utils.similarity.imagecache.folder import MANIFEST, PROGRESS, read_json
 from olas_utils.similarity.imagecache.manifest import (
+    RECORDED,
     default_cache_root,
     manifest_diff,
     protocol_manifest,
@@ -25,11 +26,13 @@ from olas_utils.similarity.images import PROTOCOLS
 from olas_utils.vocabulary import DEFAULT_BASELINES, KEY_METHODS, MapKey
 
 __all__ = [
+    "CacheSettings",
     "Target",
     "check_settings",
     "validate_keys",
     "batch_plan",
     "loaded_model",
+    "check_targets",
     "plan_targets",
     "is_complete",
     "cache_complete",
@@ -101,6 +104,69 @@ def batch_plan(tokenizer, model, chunks: Sequence[Sequence[str]], batch_size: in
     return length_buckets(lengths, batch_size)
 
 
+def _torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """What an image-cache run computes, one value carried through every function of the cache.
+
+    Attributes:
+        orders: OLA orders, stored as ``"ola:k"``.
+        baselines: ``"rollout"``, ``"layer:i"``, context-mixing keys and ``"flow"``
+            (:func:`validate_keys`).
+        image_size: S, images are S × S pixels.
+        batch_size: sentences per forward pass (fixes the batches, so the exact floats).
+        seed: the seed the corpus was drawn with (provenance).
+        cache_dir: the OLAS cache folder of default cache folders (:func:`default_cache_root`).
+        torch_threads: ``torch.get_num_threads()`` when the value was made; written to each
+            manifest's ``recorded`` field, which is not part of a cache's identity
+            (:func:`~olas_utils.similarity.imagecache.manifest.manifest_diff`).
+
+    Raises:
+        ValueError, TypeError: on construction, for bad sizes or keys (:func:`check_settings`,
+            :func:`validate_keys`).
+    """
+
+    orders: tuple[int, ...] = (1, 2, 3)
+    baselines: tuple[str, ...] = tuple(DEFAULT_BASELINES)
+    image_size: int = 50
+    batch_size: int = 8
+    seed: int = 0
+    cache_dir: str | os.PathLike | None = None
+    torch_threads: int = field(default_factory=_torch_threads)
+
+    def __post_init__(self) -> None:
+        check_settings(self.image_size, self.batch_size, [[]])
+        object.__setattr__(self, "orders", tuple(int(k) for k in self.orders))
+        object.__setattr__(self, "baselines", tuple(self.baselines))
+        validate_keys(self.orders, self.baselines)
+
+    @classmethod
+    def of(cls, settings: "CacheSettings | None", **kw) -> "CacheSettings":
+        """``settings``, or one made from keywords (the cache functions' former arguments).
+
+        Raises:
+            TypeError: both, or an unknown keyword.
+        """
+        if settings is not None and kw:
+            raise TypeError(f"give settings=CacheSettings(...) or the keywords {sorted(kw)}, not both")
+        if settings is not None:
+            return settings
+        names = {f.name for f in fields(cls)}
+        bad = sorted(set(kw) - names)
+        if bad:
+            raise TypeError(f"unknown cache setting(s) {bad}: the settings are {sorted(names)}")
+        return cls(**kw)
+
+    def keys(self) -> tuple[list[int], bool, list[int], list[str], list[str]]:
+        """:func:`validate_keys` of ``orders`` and ``baselines``."""
+        return validate_keys(self.orders, self.baselines)
+
+
 @dataclass
 class Target:
     """One protocol's cache folder during a run.
@@ -153,53 +219,22 @@ def loaded_model(model_name_or_loaded, device):
     return model_name_or_loaded
 
 
-def plan_targets(
-    lm,
-    chunks,
-    protocols,
-    *,
-    orders,
-    layers,
-    keys,
-    image_size,
-    batch_size,
-    seed,
-    cache_dir,
-    cache_root=None,
-    shard=None,
-    mixing=(),
-) -> list[Target]:
-    """Manifest, folder and batch plan of each protocol's cache (nothing is written).
-
-    Args:
-        lm: the model (:func:`loaded_model`) or a control identity stand-in.
-        chunks: the corpus (:func:`check_settings`).
-        protocols: some of :data:`~olas_utils.similarity.images.PROTOCOLS`.
-        orders, layers, keys, mixing: from :func:`validate_keys` (the mixing keys are part of
-            ``keys``, and so of the manifest: a cache with them is another folder).
-        image_size, batch_size, seed: the settings.
-        cache_dir: the OLAS cache folder for default folders (:func:`default_cache_root`).
-        cache_root: one folder instead of the default.
-        shard: ``(index, count)``: this process's share of the batches, in its shard folder.
+def check_targets(lm, protocols, settings: CacheSettings) -> int:
+    """Refuse, before anything is tokenised or written, what a run of ``settings`` on ``lm`` cannot do.
 
     Returns:
-        One :class:`Target` per protocol, in the given order. A word-level protocol leaves out
-        the keys whose neutral pooling means nothing on the model (``"alti"`` / ``"globenc"``
-        of a causal model with more than :data:`olas_utils.maths.uniform.MAX_NEUTRAL_PRODUCT` layers:
-        :func:`olas_utils.maths.uniform.neutral_problem`; :attr:`Target.dropped` says why), and its
-        manifest's ``keys`` are those it stores.
+        N, the model's number of attention layers.
 
     Raises:
         ValueError: unknown or duplicate protocols, an order or layer outside the model, a
             mixing key the model cannot give (an order above its layers, or
-            :func:`olas_utils.capture.mixing_specs.require_mixing`; a tokenizer-only control too: its
-            maps of a key are defined where the model has the key), or a shard index outside
-            ``0..count-1``.
+            :func:`olas_utils.capture.mixing_specs.require_mixing`; a tokenizer-only control
+            too: its maps of a key are defined where the model has the key).
         RuntimeError: the model is in training mode.
     """
     from olas_utils.capture.architecture import num_attention_layers
     from olas_utils.capture.mixing_specs import require_mixing
-    from olas_utils.extract import parse_key
+    from olas_utils.extract_steps import parse_key
     from olas_utils.maths.ola import check_orders
 
     bad = [p for p in protocols if p not in PROTOCOLS]
@@ -207,7 +242,8 @@ def plan_targets(
         raise ValueError(f"protocols must be some of {list(PROTOCOLS)}, got {list(protocols)!r}")
     if len(set(protocols)) != len(protocols):
         raise ValueError(f"protocols has duplicates: {list(protocols)}")
-    model, tokenizer = lm.model, lm.tokenizer
+    orders, _, layers, mixing, _ = settings.keys()
+    model = lm.model
     if model.training:
         raise RuntimeError("the model is in training mode (dropout on attention); call model.eval() first")
     n_layers = num_attention_layers(model)
@@ -217,16 +253,56 @@ def plan_targets(
     for key in mixing:  # refused before anything is written
         parse_key(key, n_layers)
     require_mixing(model, mixing)
-    plan = batch_plan(tokenizer, model, chunks, batch_size)
+    return n_layers
+
+
+def plan_targets(
+    lm,
+    chunks,
+    protocols,
+    settings: CacheSettings,
+    *,
+    cache_root=None,
+    shard=None,
+    batches: list[list[int]] | None = None,
+) -> list[Target]:
+    """Manifest, folder and batch plan of each protocol's cache (nothing is written).
+
+    Args:
+        lm: the model (:func:`loaded_model`) or a control identity stand-in.
+        chunks: the corpus (:func:`check_settings`).
+        protocols: some of :data:`~olas_utils.similarity.images.PROTOCOLS`.
+        settings: the run's :class:`CacheSettings` (the mixing keys are part of its keys, and
+            so of the manifest: a cache with them is another folder).
+        cache_root: one folder instead of the default.
+        shard: ``(index, count)``: this process's share of the batches, in its shard folder.
+        batches: the batch plan when the caller has tokenised the corpus already
+            (the ``buckets`` of :class:`olas_utils.extract_steps.ExtractionPlan`); default
+            :func:`batch_plan`.
+
+    Returns:
+        One :class:`Target` per protocol, in the given order. A word-level protocol leaves out
+        the keys whose neutral pooling means nothing on the model
+        (:func:`olas_utils.maths.uniform.neutral_problem`; :attr:`Target.dropped` says why), and
+        its manifest's ``keys`` are those it stores. Each manifest's ``recorded`` field holds
+        ``settings.torch_threads``; it is not part of the folder's hash.
+
+    Raises:
+        ValueError, RuntimeError: those of :func:`check_targets`; a shard index outside
+            ``0..count-1``.
+    """
+    n_layers = check_targets(lm, protocols, settings)
+    orders, _, _, _, keys = settings.keys()
+    plan = batches if batches is not None else batch_plan(lm.tokenizer, lm.model, chunks, settings.batch_size)
     common = run_manifest(
         lm,
         chunks,
         plan=plan,
         orders=orders,
         keys=keys,
-        image_size=image_size,
-        batch_size=batch_size,
-        seed=seed,
+        image_size=settings.image_size,
+        batch_size=settings.batch_size,
+        seed=settings.seed,
         num_layers=n_layers,
     )
     out = []
@@ -236,7 +312,10 @@ def plan_targets(
         mine = [k for k in keys if k not in dropped]
         if dropped:  # only then (the OLA orders always stay): every other manifest is the one it always was
             manifest["keys"] = mine
-        root = Path(cache_root).expanduser() if cache_root is not None else default_cache_root(manifest, cache_dir)
+        if cache_root is not None:
+            root = Path(cache_root).expanduser()
+        else:
+            root = default_cache_root(manifest, settings.cache_dir)
         p = plan
         if shard is not None and shard[1] > 1:
             index, count = shard
@@ -245,6 +324,7 @@ def plan_targets(
             root = shard_root(root, index, count)
             manifest["shard"] = [index, count]
             p = [batch for b, batch in enumerate(plan) if b % count == index]
+        manifest[RECORDED] = {"torch_threads": int(settings.torch_threads)}
         out.append(Target(protocol, root, manifest, p, mine, dropped))
     return out
 
@@ -276,18 +356,17 @@ def cache_complete(
     chunks: Sequence[Sequence[str]],
     *,
     protocols: Sequence[str],
-    orders: Iterable[int] = (1, 2, 3),
-    baselines: Iterable[str] = DEFAULT_BASELINES,
-    image_size: int = 50,
-    batch_size: int = 8,
-    seed: int = 0,
-    cache_dir: str | os.PathLike | None = None,
+    settings: CacheSettings | None = None,
+    **setting_keywords,
 ) -> bool:
     """Whether the default-folder caches of every protocol are complete with these settings.
 
     Runs no model: the manifests are computed from ``loaded``'s name, weight fingerprint,
     config and tokenizer (so ``loaded`` may be a :func:`olas_utils.zoo.controls.control_identity`
     stand-in for a control copy that was never built).
+
+    Args:
+        settings: a :class:`CacheSettings`, or its fields as keywords.
 
     Returns:
         True if every protocol's cache exists with exactly these settings and all its
@@ -297,19 +376,7 @@ def cache_complete(
         ValueError, TypeError: as :func:`~olas_utils.similarity.imagecache.extract_protocols`
             for bad settings.
     """
-    chunks = check_settings(image_size, batch_size, chunks)
-    orders, _, layers, mixing, keys = validate_keys(orders, baselines)
-    targets = plan_targets(
-        loaded,
-        chunks,
-        list(protocols),
-        orders=orders,
-        layers=layers,
-        keys=keys,
-        mixing=mixing,
-        image_size=image_size,
-        batch_size=batch_size,
-        seed=seed,
-        cache_dir=cache_dir,
-    )
+    settings = CacheSettings.of(settings, **setting_keywords)
+    chunks = check_settings(settings.image_size, settings.batch_size, chunks)
+    targets = plan_targets(loaded, chunks, list(protocols), settings)
     return all(is_complete(t) for t in targets)

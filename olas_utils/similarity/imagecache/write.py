@@ -36,7 +36,7 @@ import os
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -58,10 +58,16 @@ from olas_utils.similarity.imagecache.folder import (
     write_json,
 )
 from olas_utils.similarity.imagecache.manifest import manifest_diff, mismatch_error
-from olas_utils.similarity.imagecache.plan import Target, check_settings, loaded_model, plan_targets, validate_keys
+from olas_utils.similarity.imagecache.plan import (
+    CacheSettings,
+    Target,
+    check_settings,
+    check_targets,
+    loaded_model,
+    plan_targets,
+)
 from olas_utils.similarity.imagecache.read import CachedImages
 from olas_utils.similarity.images import PROTOCOLS, to_image
-from olas_utils.vocabulary import DEFAULT_BASELINES
 
 __all__ = ["extract_to_cache", "extract_protocols"]
 
@@ -71,18 +77,14 @@ def extract_protocols(
     chunks: Sequence[Sequence[str]],
     *,
     protocols: Sequence[str] = ("paper",),
-    orders: Iterable[int] = (1, 2, 3),
-    baselines: Iterable[str] = DEFAULT_BASELINES,
-    image_size: int = 50,
-    batch_size: int = 8,
-    seed: int = 0,
+    settings: CacheSettings | None = None,
     progress: bool = True,
     overwrite: bool = False,
     device: str | torch.device | None = None,
-    cache_dir: str | os.PathLike | None = None,
     on_batch: Callable[[int, int], None] | None = None,
     shard: tuple[int, int] | None = None,
     cache_root: str | os.PathLike | None = None,
+    **setting_keywords,
 ) -> dict[str, CachedImages]:
     """Extract OLA images of a corpus for several protocols into resumable on-disk caches,
     with **one forward pass per batch for all of them** (or reuse complete caches).
@@ -107,29 +109,17 @@ def extract_protocols(
             state dict is hashed).
         chunks: the corpus, lists of words (e.g. :func:`olas_utils.data.corpus.build_chunks`).
         protocols: some of ``"released"``, ``"paper"``, ``"word"``.
-        orders: OLA orders, stored as ``"ola:k"``.
-        baselines: ``"rollout"``, ``"layer:i"`` (0-based, -1 = last) and/or context-mixing
-            keys (``"valuenorm"``, ``"alti"``, ``"globenc"``, each also with an order:
-            ``"alti:1"``), computed in the same forward pass
-            (``extract_ola(..., mixing=...)``). They are part of the manifest's ``keys``, so a
-            cache with them never shares a folder with one without; asking none leaves every
-            existing manifest and image as it was. A tokenizer-only control (no forward pass)
-            stores each mixing key's uniform counterpart (:func:`olas_utils.extract.uniform_mixing`).
-            A word-level protocol (``"word"``) leaves out the keys whose neutral pooling means
-            nothing on the model (``"alti"`` / ``"globenc"`` of a causal model with more than
-            :data:`olas_utils.maths.uniform.MAX_NEUTRAL_PRODUCT` layers,
-            :func:`olas_utils.maths.uniform.neutral_problem`), with a warning; its cache's ``keys`` say
-            what it holds.
-        image_size: S, images are S × S.
-        batch_size: sentences per forward pass (part of the settings: it fixes the batches,
-            and so the exact float results).
-        seed: the seed the corpus was drawn with (provenance; recorded and compared).
+        settings: what to compute, a :class:`~olas_utils.similarity.imagecache.plan.CacheSettings`
+            (orders, baselines, image_size, batch_size, seed, cache_dir), or its fields as
+            keywords (``orders=(1, 2), baselines=("rollout", "alti")``). Mixing keys are part
+            of the manifest's ``keys``, so a cache with them never shares a folder with one
+            without; a tokenizer-only control stores each mixing key's uniform counterpart
+            (:func:`olas_utils.extract.uniform_mixing`); a word-level protocol leaves out the keys
+            whose neutral pooling means nothing on the model
+            (:func:`olas_utils.maths.uniform.neutral_problem`), with a warning.
         progress: show a progress bar.
         overwrite: delete any existing cache in these folders and rebuild from scratch.
         device: device for loading a model by name (``load_model(device=...)``).
-        cache_dir: OLAS cache folder; each protocol's cache is
-            ``<cache>/ola/<model>/<protocol>-<settings hash>``
-            (:func:`~olas_utils.similarity.imagecache.default_cache_root`).
         on_batch: called as ``on_batch(batches_done, n_batches)`` after each committed batch
             (an exception raised there stops the run; the caches stay resumable).
         shard: ``(index, count)`` for multi-process extraction: this process computes only
@@ -169,24 +159,12 @@ def extract_protocols(
     protocols = list(protocols)
     if cache_root is not None and len(protocols) != 1:
         raise ValueError("cache_root names one folder: give exactly one protocol with it (or use cache_dir)")
-    chunks = check_settings(image_size, batch_size, chunks)
-    orders, rollout, layers, mixing, keys = validate_keys(orders, baselines)
+    settings = CacheSettings.of(settings, **setting_keywords)
+    chunks = check_settings(settings.image_size, settings.batch_size, chunks)
     lm = loaded_model(model_name_or_loaded, device)
-    targets = plan_targets(
-        lm,
-        chunks,
-        protocols,
-        orders=orders,
-        layers=layers,
-        keys=keys,
-        mixing=mixing,
-        image_size=image_size,
-        batch_size=batch_size,
-        seed=seed,
-        cache_dir=cache_dir,
-        cache_root=cache_root,
-        shard=shard,
-    )
+    check_targets(lm, protocols, settings)
+    plan = _extraction_plan(lm, chunks, settings)  # the corpus tokenised once, for the plan and every batch
+    targets = plan_targets(lm, chunks, protocols, settings, cache_root=cache_root, shard=shard, batches=plan.buckets)
     for t in targets:
         for key, why in t.dropped.items():
             warnings.warn(f"{lm.name}: no {t.protocol!r} images of {key!r}: {why}", UserWarning, stacklevel=2)
@@ -197,24 +175,11 @@ def extract_protocols(
                 with io_errors(t.root, "create the cache folder"):
                     t.root.mkdir(parents=True, exist_ok=True)
                 stack.enter_context(locked(t.root))
-                _prepare_folder(t.root, t.manifest, t.plan, t.keys, image_size, overwrite)
+                _prepare_folder(t.root, t.manifest, t.plan, t.keys, settings.image_size, overwrite)
                 states[t.protocol] = read_json(t.root / PROGRESS)
             todo = [t for t in targets if int(states[t.protocol]["batches_done"]) < len(t.plan)]
             if todo:
-                _run(
-                    todo,
-                    states,
-                    lm,
-                    chunks,
-                    keys=keys,
-                    orders=orders,
-                    rollout=rollout,
-                    layers=layers,
-                    mixing=mixing,
-                    image_size=image_size,
-                    progress=progress,
-                    on_batch=on_batch,
-                )
+                _run(todo, states, lm, plan, settings, progress=progress, on_batch=on_batch)
             return {t.protocol: CachedImages(t.root) for t in targets}
     except OSError as e:
         if overwrite or e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
@@ -265,18 +230,14 @@ def extract_to_cache(
     chunks: Sequence[Sequence[str]],
     *,
     cache_root: str | os.PathLike | None = None,
-    orders: Iterable[int] = (1, 2, 3),
-    baselines: Iterable[str] = DEFAULT_BASELINES,
     protocol: str = "paper",
-    image_size: int = 50,
-    batch_size: int = 8,
-    seed: int = 0,
+    settings: CacheSettings | None = None,
     progress: bool = True,
     overwrite: bool = False,
     device: str | torch.device | None = None,
-    cache_dir: str | os.PathLike | None = None,
     on_batch: Callable[[int, int], None] | None = None,
     shard: tuple[int, int] | None = None,
+    **setting_keywords,
 ) -> CachedImages:
     """Extract OLA images of a corpus for one protocol into a resumable on-disk cache (or
     reuse it): :func:`extract_protocols` with ``protocols=[protocol]`` and an optional
@@ -300,49 +261,54 @@ def extract_to_cache(
         model_name_or_loaded,
         chunks,
         protocols=[protocol],
-        orders=orders,
-        baselines=baselines,
-        image_size=image_size,
-        batch_size=batch_size,
-        seed=seed,
+        settings=CacheSettings.of(settings, **setting_keywords),
         progress=progress,
         overwrite=overwrite,
         device=device,
-        cache_dir=cache_dir,
         on_batch=on_batch,
         shard=shard,
         cache_root=cache_root,
     )[protocol]
 
 
-def _run(
-    targets: list[Target],
-    states: dict,
-    lm,
-    chunks,
-    *,
-    keys,
-    orders,
-    rollout,
-    layers,
-    mixing,
-    image_size,
-    progress,
-    on_batch,
-) -> None:
+def _extraction_plan(lm, chunks, settings: CacheSettings):
+    """The corpus through :func:`olas_utils.extract_steps.plan_extraction` at subword level:
+    tokenised once, bucketed by ``settings.batch_size``."""
+    from olas_utils.extract_steps import plan_extraction
+
+    orders, rollout, layers, mixing, _ = settings.keys()
+    attention = getattr(lm, "attention", "model")
+    return plan_extraction(
+        lm.model,
+        lm.tokenizer,
+        chunks,
+        orders=orders,
+        rollout=rollout,
+        layers=layers,
+        level="subword",
+        batch_size=settings.batch_size,
+        model_name=str(lm.name),
+        attention=attention,
+        mixing=() if attention == "uniform" else mixing,
+    )
+
+
+def _run(targets: list[Target], states: dict, lm, plan, settings: CacheSettings, *, progress, on_batch) -> None:
+    """Every batch some target still lacks, through one capture opened for the whole run."""
     from tqdm.auto import tqdm
 
-    from olas_utils.extract import extract_ola, uniform_mixing
+    from olas_utils.extract import uniform_mixing
+    from olas_utils.extract_steps import assemble, extract_batch, open_capture
 
-    plan = targets[0].plan  # the same batches for every protocol
+    batches = targets[0].plan  # the same batches for every protocol
+    _, _, _, mixing, keys = settings.keys()
     word_keys = [k for k in keys if any(k in t.keys for t in targets if PROTOCOLS[t.protocol] == "word")]
-    n_batches = len(plan)
+    n_batches = len(batches)
     done = {t.protocol: int(states[t.protocol]["batches_done"]) for t in targets}
     start = min(done.values())
     mms: dict[str, dict] = {}
     lengths = {}
     dev = str(next(lm.model.parameters()).device)
-    attention = getattr(lm, "attention", "model")
     try:
         for t in targets:
             mms[t.protocol] = {}
@@ -358,24 +324,13 @@ def _run(
         bar = tqdm(
             total=n_batches, initial=start, desc=f"OLA images {lm.name} ({names})", unit="batch", disable=not progress
         )
-        with bar:
+        with bar, open_capture(plan) as cap:
             for b in range(start, n_batches):
-                idx = plan[b]
-                res = extract_ola(
-                    lm.model,
-                    lm.tokenizer,
-                    [chunks[i] for i in idx],
-                    orders=orders,
-                    rollout=rollout,
-                    layers=layers,
-                    level="subword",
-                    batch_size=len(idx),
-                    progress=False,
-                    model_name=str(lm.name),
-                    attention=attention,
-                    mixing=() if attention == "uniform" else mixing,
+                idx = batches[b]
+                res = assemble(
+                    plan, [extract_batch(plan, cap, idx)], indices=idx, capture_path=getattr(cap, "path", None)
                 )
-                if mixing and attention == "uniform":  # no forward pass: the keys' uniform counterparts
+                if mixing and plan.uniform:  # no forward pass: the keys' uniform counterparts
                     res = uniform_mixing(res, mixing)
                 words = None
                 for t in targets:
@@ -386,7 +341,9 @@ def _run(
                         maps = words
                     else:
                         maps = res
-                    _commit(t, b, idx, maps, mms[t.protocol], lengths[t.protocol], t.keys, image_size, states, dev)
+                    _commit(
+                        t, b, idx, maps, mms[t.protocol], lengths[t.protocol], t.keys, settings.image_size, states, dev
+                    )
                 bar.update(1)
                 if on_batch is not None:
                     on_batch(b + 1, n_batches)
