@@ -5,9 +5,11 @@ initialised copy included, are made in :mod:`olas_utils.zoo.controls`).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import logging
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -282,22 +284,67 @@ def _raise_if_damaged_weights(source: str, entry: ZooEntry | None, error: Except
     ) from error
 
 
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers' load report and weight-loading bar off (:func:`_report_loading` says what matters)."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _report_loading(source: str, info: dict) -> None:
+    """One line instead of transformers' load report: weights initialised at random (missing from
+    the checkpoint) or of the wrong shape are warned about; checkpoint tensors the model class does
+    not use (a task head) are logged at info level."""
+    missing, mismatched = list(info.get("missing_keys", ())), list(info.get("mismatched_keys", ()))
+    if missing or mismatched:
+        names = ", ".join(map(str, (missing + mismatched)[:4])) + (" ..." if len(missing) + len(mismatched) > 4 else "")
+        warnings.warn(
+            f"{source}: {len(missing)} weight(s) missing from the checkpoint and {len(mismatched)} of the wrong "
+            f"shape were initialised at random ({names}); maps of the layers they touch are not those of the "
+            "trained model",
+            stacklevel=3,
+        )
+    unexpected = list(info.get("unexpected_keys", ()))
+    if unexpected:
+        logger.info(
+            "%s: %d checkpoint tensor(s) not used by the model class ignored (e.g. %s)",
+            source,
+            len(unexpected),
+            unexpected[0],
+        )
+
+
 def _load_weights(source: str, config, causal: bool, dtype, attn_implementation):
     from transformers import AutoModel, AutoModelForCausalLM
 
-    kwargs: dict[str, Any] = {"config": config, "dtype": dtype}
+    kwargs: dict[str, Any] = {"config": config, "dtype": dtype, "output_loading_info": True}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
     if causal:
         try:
-            return AutoModelForCausalLM.from_pretrained(source, **kwargs)
+            with _quiet_transformers():
+                model, info = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+            _report_loading(source, info)
+            return model
         except ValueError as e:  # causal config without a registered causal-LM class
             if "Unrecognized configuration class" not in str(e):
                 raise
             logger.info("%s has no AutoModelForCausalLM class; loading it with AutoModel", source)
     if _lacks_pooler(source, config):
         kwargs["add_pooling_layer"] = False  # else a randomly initialised pooler (unused, but not reproducible)
-    return AutoModel.from_pretrained(source, **kwargs)
+    with _quiet_transformers():
+        model, info = AutoModel.from_pretrained(source, **kwargs)
+    _report_loading(source, info)
+    return model
 
 
 def _lacks_pooler(source: str, config) -> bool:

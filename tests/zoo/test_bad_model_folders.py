@@ -73,3 +73,46 @@ def test_unknown_model_id_fails_fast_offline(tmp_path, offline_env):
     )
     assert r.returncode == 1 and "no-such-org/no-such-model" in r.stderr
     assert time.monotonic() - t0 < 20
+
+
+def _rewrite_weights(dst, edit):
+    from safetensors.torch import load_file, save_file
+
+    w = dst / "model.safetensors"
+    tensors = load_file(str(w))
+    w.unlink()
+    save_file(edit(dict(tensors)), str(w), metadata={"format": "pt"})
+
+
+def test_a_weight_missing_from_the_checkpoint_is_warned_in_one_line(tmp_path, capsys):
+    from olas_utils.zoo import load_model
+
+    dst = _copy_model(tmp_path)
+    gone = "encoder.layer.3.attention.self.query.weight"
+
+    def drop(t):
+        assert gone in t, sorted(t)[:5]
+        return {k: v for k, v in t.items() if k != gone}
+
+    _rewrite_weights(dst, drop)
+    with pytest.warns(UserWarning, match=r"1 weight\(s\) missing .*initialised at random .*query.weight"):
+        load_model(dst, device="cpu")
+    assert "LOAD REPORT" not in capsys.readouterr().err
+
+
+def test_an_unused_checkpoint_tensor_loads_without_the_load_report(tmp_path, capsys, caplog):
+    import logging
+    import warnings
+
+    import torch
+
+    from olas_utils.zoo import load_model
+
+    dst = _copy_model(tmp_path)
+    _rewrite_weights(dst, lambda t: {**t, "cls.predictions.bias": torch.zeros(3)})
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="olas_utils.zoo"):
+        warnings.simplefilter("error")  # an unused head is no reason to warn
+        load_model(dst, device="cpu")
+    err = capsys.readouterr().err
+    assert "LOAD REPORT" not in err and "UNEXPECTED" not in err
+    assert any("not used by the model class" in r.getMessage() for r in caplog.records)
