@@ -76,6 +76,14 @@ def output_folder(path: str | os.PathLike | None, profile: str, kind: str) -> Pa
     return folder
 
 
+def shown_path(path: str | os.PathLike) -> str:
+    """``path`` as a message or an executed notebook shows it: relative to the repository when
+    inside it (no machine's absolute paths in committed outputs), else as given."""
+    p = Path(path).resolve()
+    root = project_root()
+    return str(p.relative_to(root)) if p.is_relative_to(root) else str(path)
+
+
 def data_dir(path: str | os.PathLike | None = None) -> Path:
     """The folder holding the real datasets (``ud_english_ewt/``, ``conll2000/``, ...).
 

@@ -240,3 +240,12 @@ def test_run_notebook_refuses_to_overwrite_its_source(tmp_path):
     with pytest.raises(ValueError, match="would overwrite the source notebook"):
         rp.run_notebook(book, book.parent / ".." / "notebooks" / book.name, profile="smoke")
     assert src.read_text() == "{}"
+
+
+def test_shown_paths_are_relative_inside_the_repository(tmp_path):
+    from olas_utils.infra.settings import project_root, shown_path
+
+    root = project_root()
+    assert (root / "olas_utils" / "__init__.py").is_file()
+    assert shown_path(root / "runs" / "quick" / "figures") == "runs/quick/figures"
+    assert shown_path(tmp_path / "x") == str(tmp_path / "x")  # outside: as given
