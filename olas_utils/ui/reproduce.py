@@ -13,12 +13,22 @@ only, ``gemma`` for notebook 02 only and ``mixing`` and ``flow`` for notebooks 0
 
 Before any notebook runs, a folder that is a file, an executed copy that would replace a source
 notebook, a committed folder without ``--refresh-committed`` and an empty ``--only`` are refused.
+
+After each notebook, ``run_environment.json`` in the results folder records what it ran with
+(:func:`run_environment`: the thread count a fresh kernel starts with and the thread variables,
+torch / transformers / numpy versions, the platform and CPU), one entry per notebook, written
+atomically: maps and trained verdicts are bit-reproducible only on the same machine type, thread
+count and versions (docs/reproducibility.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
+import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,6 +43,10 @@ __all__ = [
     "output_dirs",
     "run_dirs",
     "run_notebook",
+    "run_environment",
+    "record_environment",
+    "ENVIRONMENT_FILE",
+    "THREAD_VARIABLES",
     "reproduce",
     "main",
 ]
@@ -49,6 +63,151 @@ NOTEBOOKS_OF: dict[str, tuple[str, ...]] = {
 #: Profiles whose committed outputs the README's results summary quotes
 #: (:func:`olas_utils.studies.summary.update_readme` runs after them).
 SUMMARISED = ("quick", "wide", "tagging", "gemma")
+#: The file in a run's results folder that records what each notebook ran with.
+ENVIRONMENT_FILE = "run_environment.json"
+#: Environment variables that set (or change) the CPU thread count and the BLAS code path.
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "MKL_CBWR",
+    "OLAS_DEVICE",
+)
+#: What a fresh Python process (a notebook's kernel) starts with, printed as JSON.
+_PROBE = (
+    "import json, torch; print(json.dumps({'torch_num_threads': torch.get_num_threads(), "
+    "'torch_num_interop_threads': torch.get_num_interop_threads()}))"
+)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def run_environment(*, probe: bool = True) -> dict:
+    """What a notebook run here computes with: the facts that decide whether its maps and trained
+    verdicts are bit for bit those of another run.
+
+    Args:
+        probe: also start a fresh Python process (this interpreter, this environment: what a
+            notebook's kernel starts with) and record its ``torch.get_num_threads()``; the
+            calling process may have changed its own count.
+
+    Returns:
+        A JSON-serialisable dict: ``torch_num_threads`` (this process's ``torch.get_num_threads()``),
+        ``kernel_torch_num_threads`` (the fresh process's; None without ``probe`` or if it
+        failed), ``environment`` (:data:`THREAD_VARIABLES`, None where unset), ``versions``
+        (python, torch, transformers, numpy, scipy, numba, olas), ``platform`` (system, machine, CPU
+        model, CPU cores usable), ``torch_build`` (CPU capability, BLAS, OpenMP, CUDA), ``started_utc``.
+    """
+    import numpy
+    import torch
+    import transformers
+
+    kernel = None
+    if probe:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300, check=True
+            )
+            kernel = json.loads(done.stdout.strip().splitlines()[-1])
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            kernel = None
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        usable = os.cpu_count()
+    config = torch.__config__.show()
+    return {
+        "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "torch_num_threads": torch.get_num_threads(),
+        "torch_num_interop_threads": torch.get_num_interop_threads(),
+        "kernel_torch_num_threads": None if kernel is None else kernel["torch_num_threads"],
+        "environment": {k: os.environ.get(k) for k in THREAD_VARIABLES},
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "numpy": numpy.__version__,
+            "scipy": _version("scipy"),
+            "numba": _version("numba"),
+            "olas": _version("olas"),
+        },
+        "platform": {
+            "system": platform.system(),
+            "release": platform.release(),
+            "machine": platform.machine(),
+            "cpu": _cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "cpus_usable": usable,
+            "platform": platform.platform(),
+        },
+        "torch_build": {
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "mkl": torch.backends.mkl.is_available(),
+            "mkldnn": torch.backends.mkldnn.is_available(),
+            "openmp": "OpenMP" in config,
+            "blas": next(
+                (p.split("=", 1)[1] for p in config.replace(",", " ").split() if p.startswith("BLAS_INFO=")), None
+            ),
+            "cuda_available": torch.cuda.is_available(),
+        },
+    }
+
+
+def record_environment(results_dir: str | Path, notebook: str, profile: str, environment: dict | None = None) -> Path:
+    """Add (or replace) ``notebook``'s entry in ``<results_dir>/run_environment.json``, atomically
+    (:func:`olas_utils.infra.atomic.write_json_atomic`); the other notebooks' entries are kept, so a
+    run of one notebook leaves the record of the others' last runs.
+
+    Args:
+        results_dir: the run's results folder (created if missing).
+        notebook: the notebook's name (``"02_cross_lm_similarity"``).
+        profile: the profile it ran.
+        environment: :func:`run_environment`'s dict (None: measured now).
+
+    Returns:
+        The file's path.
+    """
+    from olas_utils.infra.atomic import write_json_atomic
+
+    path = Path(results_dir) / ENVIRONMENT_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(record, dict) or not isinstance(record.get("notebooks"), dict):
+            record = {}
+    except (OSError, ValueError):
+        record = {}
+    notebooks = dict(record.get("notebooks", {}))
+    notebooks[notebook] = {"profile": profile, **(environment if environment is not None else run_environment())}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_json_atomic(
+        path,
+        {
+            "about": "what each notebook of this results folder last ran with (olas_utils.ui.reproduce); "
+            "bit-for-bit reproducible only with the same machine type, thread count and versions "
+            "(docs/reproducibility.md)",
+            "notebooks": notebooks,
+        },
+        what="run environment record",
+    )
 
 
 def list_notebooks(folder: str | Path | None = None) -> list[Path]:
@@ -253,6 +412,7 @@ def reproduce(
     params = {"results_dir": _for_notebook(results), "figures_dir": _for_notebook(figures)}
     # the notebooks read them with olas_utils.infra.settings.output_folder, from the project root
     done = []
+    environment = run_environment() if books else None
     for b in books:
         t0 = time.time()
         print(
@@ -261,6 +421,21 @@ def reproduce(
         )
         done.append(run_notebook(b, executed / b.name, profile=profile, parameters=params))
         print(f"[olas reproduce] {b.name} done in {time.time() - t0:.0f} s", flush=True)
+        recorded = record_environment(
+            results,
+            b.stem,
+            profile,
+            {
+                **environment,
+                "seconds": round(time.time() - t0),
+                "finished_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            },
+        )
+        print(
+            f"[olas reproduce] ran with {environment['kernel_torch_num_threads']} torch thread(s), torch "
+            f"{environment['versions']['torch']}: recorded in {recorded}",
+            flush=True,
+        )
     if refresh_committed and profile in SUMMARISED:
         from olas_utils.studies.summary import update_readme
 

@@ -4,6 +4,7 @@ committed quick outputs apart from every other profile's (no notebook is execute
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,11 @@ def calls(monkeypatch):
         return out_path
 
     monkeypatch.setattr(rp, "run_notebook", record)
+    # the run's environment record goes into the results folder: recorded, never written here
+    monkeypatch.setattr(rp, "run_environment", lambda **kw: {"kernel_torch_num_threads": 1, "versions": {"torch": "x"}})
+    monkeypatch.setattr(
+        rp, "record_environment", lambda folder, book, profile, env=None: Path(folder) / rp.ENVIRONMENT_FILE
+    )
     # the README summary is rewritten after quick and wide runs: recorded, never written here
     monkeypatch.setattr("olas_utils.studies.summary.update_readme", lambda **kw: seen.append(("README", kw)) or False)
     return seen
