@@ -24,6 +24,7 @@ from olas_utils.maths.mixing import (
     LinearisedNorm,
     MixingAccumulator,
     head_outputs,
+    head_weight_blocks,
     inverse_scale,
     layer_mixing,
     value_norms,
@@ -64,6 +65,17 @@ class LayerSite:
     layer: torch.nn.Module
     spec: MixingSpec
     modules: dict[str, torch.nn.Module]
+    _blocks: tuple = field(default=(None, None), repr=False)
+
+    def head_blocks(self, kv: int, dh: int) -> torch.Tensor:
+        """The output projection's float32 weight cut per value head
+        (:func:`~olas_utils.maths.mixing.head_weight_blocks`), kept between passes until the
+        weight changes (its identity or in-place version)."""
+        weight = self.modules["out_proj"].weight
+        key = (id(weight), weight.data_ptr(), weight._version, weight.device, kv, dh)
+        if self._blocks[0] != key:
+            self._blocks = (key, head_weight_blocks(weight.detach().float(), kv, dh))
+        return self._blocks[1]
 
     def norm(self, what: str, inputs: torch.Tensor) -> LinearisedNorm:
         """The linearised ``post_norm`` / ``attn_norm`` / ``ffn_norm`` at the statistics of its
@@ -244,7 +256,7 @@ class MixingPass:
             values = v.reshape(v.shape[0], v.shape[1], -1, dh).transpose(1, 2)
         values = values.detach().float()  # zero at padding, so are the head outputs
         values = torch.where(self.valid[:, None, :, None], values, torch.zeros((), device=values.device))
-        heads = head_outputs(values, out_proj.weight.detach().float())
+        heads = head_outputs(values, out_proj.weight, blocks=site.head_blocks(values.shape[1], values.shape[-1]))
         if "valuenorm" in self.accumulators:
             self.accumulators["valuenorm"].add_layer(value_norms(w, heads), self.valid)
         if self._needs_vectors:

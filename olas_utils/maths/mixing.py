@@ -69,6 +69,7 @@ __all__ = [
     "contribution_vectors",
     "globenc_from_vectors",
     "head_outputs",
+    "head_weight_blocks",
     "inverse_scale",
     "layer_mixing",
     "mixing_plan",
@@ -84,7 +85,32 @@ BLOCK_ROWS = 16
 BLOCK_ELEMENTS = 2**24
 
 
-def head_outputs(values: torch.Tensor, out_weight: torch.Tensor) -> torch.Tensor:
+def head_weight_blocks(out_weight: torch.Tensor, kv: int, dh: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The output projection's weight cut per value head, as :func:`head_outputs` multiplies it.
+
+    Args:
+        out_weight: ``(d, H·dh)`` weight of the output projection (``nn.Linear.weight``).
+        kv: value heads ``KV``; dh: head size.
+        dtype: of the result (default: ``out_weight``'s).
+
+    Returns:
+        ``(KV, dh, g·d)`` contiguous, ``g = H / KV``: block ``k`` maps a value vector of value
+        head ``k`` to the ``g`` query heads that read it, side by side (``repeat_kv``'s order).
+
+    Raises:
+        ValueError: if the input size is not a multiple of ``dh`` or ``H`` not a multiple of ``KV``.
+    """
+    d, inner = out_weight.shape
+    if inner % dh:
+        raise ValueError(f"output projection takes {inner} inputs, not a multiple of the head size {dh}")
+    h = inner // dh
+    if h % kv:
+        raise ValueError(f"{h} query heads are not a multiple of {kv} value heads")
+    w = out_weight if dtype is None else out_weight.to(dtype)
+    return w.reshape(d, kv, h // kv, dh).permute(1, 3, 2, 0).reshape(kv, dh, (h // kv) * d).contiguous()
+
+
+def head_outputs(values: torch.Tensor, out_weight: torch.Tensor, *, blocks: torch.Tensor | None = None) -> torch.Tensor:
     """Every head's output vector per token, ``F^h_j = v^h_j W_O^h`` (Kobayashi et al. 2020's
     ``f^h(x_j)``, the value bias included in ``v``).
 
@@ -93,10 +119,14 @@ def head_outputs(values: torch.Tensor, out_weight: torch.Tensor) -> torch.Tensor
             (``KV`` value heads; ``KV = H`` without grouped-query attention).
         out_weight: ``(d, H·dh)`` weight of the output projection (``nn.Linear.weight``); its
             input columns ``h·dh .. (h+1)·dh`` belong to head ``h``.
+        blocks: :func:`head_weight_blocks` of ``out_weight`` in ``values``' dtype, if the
+            caller keeps them between passes (None: cut here).
 
     Returns:
-        ``(B, T, H, d)`` (token-major: each token's ``H × d`` head matrix is contiguous): head
-        ``h`` uses value head ``h // (H / KV)`` (``repeat_kv``'s order). Cost ``B·T·H·dh·d``.
+        ``(B, T, H, d)`` contiguous (token-major: each token's ``H × d`` head matrix is
+        contiguous): head ``h`` uses value head ``h // (H / KV)`` (``repeat_kv``'s order). One
+        matrix product per value head, written in place into the token-major result; cost
+        ``B·T·H·dh·d``.
 
     Raises:
         ValueError: if ``out_weight``'s input size is not a multiple of ``dh`` or the number of
@@ -104,16 +134,12 @@ def head_outputs(values: torch.Tensor, out_weight: torch.Tensor) -> torch.Tensor
     """
     b, kv, t, dh = values.shape
     d, inner = out_weight.shape
-    if inner % dh:
-        raise ValueError(f"output projection takes {inner} inputs, not a multiple of the head size {dh}")
+    w = head_weight_blocks(out_weight, kv, dh, values.dtype) if blocks is None else blocks
     h = inner // dh
-    if h % kv:
-        raise ValueError(f"{h} query heads are not a multiple of {kv} value heads")
-    g = h // kv
-    # one matrix product per value head: (KV, B·T, dh) @ (KV, dh, g·d)
-    w = out_weight.to(values.dtype).reshape(d, kv, g, dh).permute(1, 3, 2, 0).reshape(kv, dh, g * d)
-    out = torch.bmm(values.transpose(0, 1).reshape(kv, b * t, dh), w)  # (KV, B·T, g·d)
-    return out.reshape(kv, b, t, g, d).permute(1, 2, 0, 3, 4).reshape(b, t, h, d)
+    out = torch.empty(b * t, kv, w.shape[2], dtype=values.dtype, device=values.device)
+    for k in range(kv):  # (B·T, dh) @ (dh, g·d) into the rows' k-th slot (a strided out, no copy)
+        torch.mm(values[:, k].reshape(b * t, dh), w[k], out=out[:, k])
+    return out.view(b, t, h, d)
 
 
 def value_norms(weights: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
