@@ -26,10 +26,10 @@ __all__ = [
     "SHARED_SIZES",
     "SHARED_TRAINING",
     "VARIANTS",
-    "TINY_MODELS",
-    "TINY_SIZES",
-    "TINY_ADAPTER",
-    "tiny",
+    "DRY_RUN_MODELS",
+    "DRY_RUN_SIZES",
+    "DRY_RUN_ADAPTER",
+    "dry_run",
 ]
 
 
@@ -233,10 +233,10 @@ PAPER_TRAINING = AdapterSettings(
     seeds=(0, 1, 2),
 )
 
-#: The real zoo models a :func:`tiny` profile runs on: the two smallest of each family (the
+#: The real zoo models a :func:`dry_run` profile runs on: the two smallest of each family (the
 #: classifier's refit after selection needs two training sources, so notebook 02 gets three).
-TINY_MODELS: tuple[str, ...] = ("paraphrase-minilm-l3", "splade-tiny", "smollm2-135m", "gemma3-270m")
-TINY_MODELS_CROSSLM: tuple[str, ...] = (
+DRY_RUN_MODELS: tuple[str, ...] = ("paraphrase-minilm-l3", "splade-tiny", "smollm2-135m", "gemma3-270m")
+DRY_RUN_MODELS_CROSSLM: tuple[str, ...] = (
     "paraphrase-minilm-l3",
     "splade-tiny",
     "minilm-l6",
@@ -244,31 +244,31 @@ TINY_MODELS_CROSSLM: tuple[str, ...] = (
     "gemma3-270m",
     "qwen2.5-0.5b",
 )
-#: The split sizes of a :func:`tiny` profile (sentences of 3-12 words).
-TINY_SIZES = SplitSizes(n_train=8, n_dev=4, n_test=6, max_words=12, min_words=3)
+#: The split sizes of a :func:`dry_run` profile (sentences of 3-12 words).
+DRY_RUN_SIZES = SplitSizes(n_train=8, n_dev=4, n_test=6, max_words=12, min_words=3)
 
 
-#: The adapter a :func:`tiny` profile trains in place of each size: the paper's (448 M parameters,
+#: The adapter a :func:`dry_run` profile trains in place of each size: the paper's (448 M parameters,
 #: 22 s a training step of 2 sentences on one CPU thread, about 7 GB with its optimiser state) by
 #: the same blocks at width 32.
-TINY_ADAPTER = {"paper": "paper-narrow"}
+DRY_RUN_ADAPTER = {"paper": "paper-narrow"}
 
 
-def _tiny_training(t: AdapterSettings) -> AdapterSettings:
+def _dry_run_training(t: AdapterSettings) -> AdapterSettings:
     return replace(
-        t, adapter=TINY_ADAPTER.get(t.adapter, t.adapter), epochs=2, patience=1, min_epochs=1, seeds=t.seeds[:2]
+        t, adapter=DRY_RUN_ADAPTER.get(t.adapter, t.adapter), epochs=2, patience=1, min_epochs=1, seeds=t.seeds[:2]
     )
 
 
-def tiny(profile):
+def dry_run(profile):
     """A profile with every *setting* of ``profile`` (batch size, learning rate, schedule, input
     level, keys, orders, baselines, protocols, controls, the adapter's depth, heads and reversible
     blocks, classifier design, refit, tasks) and tiny *sizes*: a few real zoo models
-    (:data:`TINY_MODELS`), a few chunks, sentences or gallery sentences, at most 2 epochs, the
-    first 2 seeds, and the paper adapter at width 32 (:data:`TINY_ADAPTER`; the real one does not
+    (:data:`DRY_RUN_MODELS`), a few chunks, sentences or gallery sentences, at most 2 epochs, the
+    first 2 seeds, and the paper adapter at width 32 (:data:`DRY_RUN_ADAPTER`; the real one does not
     fit two CPU workers in 24 GB, and ``benchmarks/gpu_check.sh`` trains it on a GPU). For checking on a
     CPU, in minutes, that a profile runs end to end and writes its tables before paying for it
-    (the paper profile on a GPU); its numbers mean nothing. The notebooks' ``tiny`` parameter.
+    (the paper profile on a GPU); its numbers mean nothing. The notebooks' ``dry_run`` parameter.
 
     Args:
         profile: a :class:`GalleryProfile`, :class:`CrossLMProfile`, :class:`SyntaxProfile` or
@@ -281,19 +281,21 @@ def tiny(profile):
         TypeError: for any other object.
     """
     if isinstance(profile, GalleryProfile):
-        return replace(profile, models=TINY_MODELS, n_sentences=1)
+        return replace(profile, models=DRY_RUN_MODELS, n_sentences=1)
     if isinstance(profile, CrossLMProfile):
         c = profile.classifier
         classifier = replace(c, epochs=min(c.epochs, 2), patience=1, min_epochs=1, seeds=c.seeds[:2])
         return replace(
             profile,
-            models=TINY_MODELS_CROSSLM,
+            models=DRY_RUN_MODELS_CROSSLM,
             n_chunks=8,
             classifier=classifier,
             batch_size=min(profile.batch_size, 4),
         )
     if isinstance(profile, (SyntaxProfile, TransferProfile)):
-        return replace(profile, models=TINY_MODELS, sizes=TINY_SIZES, training=_tiny_training(profile.training))
+        return replace(
+            profile, models=DRY_RUN_MODELS, sizes=DRY_RUN_SIZES, training=_dry_run_training(profile.training)
+        )
     raise TypeError(
-        f"tiny() takes a notebook profile (Gallery, CrossLM, Syntax or Transfer), not {type(profile).__name__}"
+        f"dry_run() takes a notebook profile (Gallery, CrossLM, Syntax or Transfer), not {type(profile).__name__}"
     )

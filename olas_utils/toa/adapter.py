@@ -63,7 +63,7 @@ class AdapterConfig:
 
 #: Named sizes: ``"paper"`` (768-dim, depth 5, 8 heads, reversible: 448 M parameters with 8 input
 #: channels, about 7 GB with its AdamW state; for a GPU), ``"paper-narrow"`` (the paper's blocks at
-#: width 32: what :func:`olas_utils.studies.profiles.tiny` trains on a CPU), ``"small"`` (CPU), ``"small-pointwise"``
+#: width 32: what :func:`olas_utils.studies.profiles.dry_run` trains on a CPU), ``"small"`` (CPU), ``"small-pointwise"``
 #: (``"small"`` with pointwise feed-forward convolutions: the CPU speed candidate,
 #: ``benchmarks/adapter_variants.py``) and ``"tiny"`` (tests).
 ADAPTER_SIZES: dict[str, dict] = {

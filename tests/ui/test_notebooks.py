@@ -37,7 +37,7 @@ def test_notebook_02_sets_attention_flow_against_ola_on_the_flow_profiles_shorte
     from olas_utils.studies.tables import read_items
 
     path = next(p for p in NOTEBOOKS if p.stem.startswith("02"))
-    outputs = run_outputs(path, tmp_path, "flow", tiny=True)
+    outputs = run_outputs(path, tmp_path, "flow", dry_run=True)
     assert not errors_of(outputs)
     printed = "".join("".join(o.get("text", "")) for o in outputs)
     assert "8 chunks of 20 words" in printed

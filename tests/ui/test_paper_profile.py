@@ -1,7 +1,7 @@
 """The paper profile is known to run: each notebook runs under papermill with the paper
 profile's settings (its adapter size, batch size, learning rate, subword level, orders and
 keys, every task, every control, the ResNet-18 classifier with refit, the context-mixing
-baselines) at tiny sizes (``olas_utils.studies.profiles.tiny``: a few real zoo models, a few
+baselines) at tiny sizes (``olas_utils.studies.profiles.dry_run``: a few real zoo models, a few
 chunks and sentences, 2 epochs, 2 seeds) on the CPU, and writes its tables. Its numbers are not
 checked: at these sizes they mean nothing."""
 
@@ -12,7 +12,7 @@ import pytest
 from _support.notebooks import errors_of, run_outputs
 
 from olas_utils.studies import crosslm, gallery, syntax, transfer
-from olas_utils.studies.profiles import TINY_MODELS, tiny
+from olas_utils.studies.profiles import DRY_RUN_MODELS, dry_run
 from olas_utils.toa.adapter import ADAPTER_SIZES
 from olas_utils.ui.reproduce import list_notebooks
 
@@ -27,11 +27,11 @@ TABLES = {
 }
 
 
-def test_tiny_keeps_every_setting_and_shrinks_only_sizes():
+def test_dry_run_keeps_every_setting_and_shrinks_only_sizes():
     sizes = {"models", "n_sentences", "n_chunks", "sizes", "batch_size", "classifier", "training"}
     for module in (gallery, crosslm, syntax, transfer):
         paper = module.PROFILES["paper"]
-        small = tiny(paper)
+        small = dry_run(paper)
         assert type(small) is type(paper)
         for f in fields(paper):
             if f.name not in sizes:
@@ -49,19 +49,19 @@ def test_tiny_keeps_every_setting_and_shrinks_only_sizes():
                         k: v for k, v in narrow.items() if k != "dim"
                     }
                     assert len(a.seeds) >= 3  # the paper profile trains 3 seeds
-    assert tiny(transfer.PROFILES["paper"]).tasks is None  # every task
-    assert tiny(syntax.PROFILES["paper"]).level == "subword"
-    assert tiny(crosslm.PROFILES["paper"]).classifier.design == "resnet18"
-    assert set(TINY_MODELS) <= set(__import__("olas_utils.zoo", fromlist=["DEFAULT_MODELS"]).DEFAULT_MODELS)
+    assert dry_run(transfer.PROFILES["paper"]).tasks is None  # every task
+    assert dry_run(syntax.PROFILES["paper"]).level == "subword"
+    assert dry_run(crosslm.PROFILES["paper"]).classifier.design == "resnet18"
+    assert set(DRY_RUN_MODELS) <= set(__import__("olas_utils.zoo", fromlist=["DEFAULT_MODELS"]).DEFAULT_MODELS)
     with pytest.raises(TypeError, match="notebook profile"):
-        tiny(object())
+        dry_run(object())
 
 
 @pytest.mark.notebook
 @pytest.mark.real_model
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_with_the_paper_profiles_settings(path, tmp_path):
-    errors = errors_of(run_outputs(path, tmp_path, "paper", tiny=True))
+    errors = errors_of(run_outputs(path, tmp_path, "paper", dry_run=True))
     assert not errors, errors[0].get("evalue")
     assert list((tmp_path / "figures").glob("*.png")), "no figure written"
     for name in TABLES[path.stem[:2]]:
