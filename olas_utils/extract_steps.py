@@ -21,15 +21,10 @@ from typing import Iterable, Sequence
 import torch
 
 from olas_utils.align import POOLINGS, TokenizedBatch, tokenize_words
-from olas_utils.capture.architecture import (
-    attention_windows,
-    check_model,
-    declared_bidirectional,
-    is_causal_model,
-    num_attention_layers,
-)
+from olas_utils.capture.architecture import check_model, declared_bidirectional
 from olas_utils.capture.architecture import check_tokenizer as check_tokenizer_fits
 from olas_utils.capture.attention import AttentionCapture
+from olas_utils.capture.facts import ModelFacts, model_facts
 from olas_utils.inputs import resolve_inputs
 from olas_utils.maps import OLAMaps
 from olas_utils.maths.ola import OrderAccumulator, check_orders
@@ -206,16 +201,14 @@ class BatchMaps:
     flow_layers: list[torch.Tensor] | None = None
 
 
-def _refuse_mixing(model, capture_mixing: list[str], mixing: list[str]) -> None:
+def _refuse_mixing(facts: ModelFacts, capture_mixing: list[str], mixing: list[str]) -> None:
     """Refuse the mixing keys the model cannot give, naming those alone and the ones it can."""
-    from olas_utils.capture.mixing_specs import mixing_problem
-
-    why = {k: mixing_problem(model, [MapKey.parse(k).method]) for k in capture_mixing}
+    why = {k: facts.mixing.get(MapKey.parse(k).method) for k in capture_mixing}
     bad = {k: w for k, w in why.items() if w is not None}
     if bad:
         ok = tuple(k for k in mixing if k not in bad)
         raise ValueError(
-            f"{type(model).__name__} cannot give the mixing key(s) {list(bad)}: {'; '.join(dict.fromkeys(bad.values()))}. "
+            f"{facts.model_class} cannot give the mixing key(s) {list(bad)}: {'; '.join(dict.fromkeys(bad.values()))}. "
             + (f"The others can be extracted from it: mixing={ok}" if ok else "Leave them out for this model")
         )
 
@@ -287,6 +280,7 @@ def plan_extraction(
     Raises:
         The errors of :func:`olas_utils.extract.extract_ola` found before a forward pass.
     """
+    given = model
     model, tokenizer, sentences, lm_name, lm_attention = resolve_inputs(model, tokenizer, sentences)
     attention = attention if attention is not None else (lm_attention or "model")
     mixing = mixing_keys(mixing)
@@ -296,18 +290,19 @@ def plan_extraction(
     check_model(model)
     if model.training:
         raise RuntimeError("the model is in training mode (dropout on attention); call model.eval() first")
-    n_layers = num_attention_layers(model)
+    facts = model_facts(given)  # a LoadedModel's, read once
+    n_layers = facts.num_layers
     wanted = check_orders(orders, n_layers)
     layers = list(layers)
     layer_idx = [parse_key(MapKey.layer(i), n_layers)[1] % n_layers for i in layers]
     for key in mixing:
         parse_key(key, n_layers)
-    _refuse_mixing(model, capture_mixing, mixing)
+    _refuse_mixing(facts, capture_mixing, mixing)
     if device is not None:
         from olas_utils.infra.settings import resolve_device
 
         model.to(resolve_device(device))
-    causal = is_causal_model(model)
+    causal = facts.is_causal
     check_tokenizer_fits(model, tokenizer, match_config=check_tokenizer)
     batch = tokenize_words(tokenizer, sentences, max_length=max_tokens(model, tokenizer), truncation=truncation)
     check_tokenizer_fits(model, tokenizer, batch.input_ids, match_config=check_tokenizer)
@@ -336,7 +331,7 @@ def plan_extraction(
         keys=keys,
         num_layers=n_layers,
         causal=causal,
-        windows=attention_windows(model.config, causal=causal),
+        windows=list(facts.windows),
         attention=attention,
         level=level,
         pooling=pooling,

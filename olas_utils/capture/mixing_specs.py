@@ -17,7 +17,7 @@ import torch
 
 from olas_utils.capture.architecture import capture_path
 
-__all__ = ["NormSpec", "MixingSpec", "MIXING_SPECS", "mixing_problem", "require_mixing"]
+__all__ = ["NormSpec", "MixingSpec", "MIXING_SPECS", "mixing_problem"]
 
 
 @dataclass(frozen=True)
@@ -160,30 +160,3 @@ def mixing_problem(model: torch.nn.Module, methods: Iterable[str] = ("valuenorm"
                 "(MixingSpec.post_norm, ffn_norm): use 'alti' or 'valuenorm'"
             )
     return None
-
-
-def require_mixing(model: torch.nn.Module, keys: Iterable[str]) -> None:
-    """Refuse context-mixing ``keys`` (``"alti"``, ``"valuenorm:2"``, ...) that ``model`` cannot give,
-    before any work: :func:`mixing_problem` per method.
-
-    Args:
-        model: a ``transformers`` model.
-        keys: context-mixing keys or method names (other on-request keys, such as ``"flow"``, are
-            not its business and pass).
-
-    Raises:
-        ValueError: naming the keys, the reason (an attention class without a :data:`MIXING_SPECS`
-            entry, a capture path without value vectors, ``"globenc"`` on a model that is not
-            post-LN) and what to do: leave them out for this model.
-    """
-    from olas_utils.vocabulary import MapKey
-
-    keys = [str(MapKey.parse(k)) for k in keys if MapKey.parse(k).mixing]  # "flow" needs only attention
-    for method in dict.fromkeys(MapKey.parse(k).method for k in keys):
-        why = mixing_problem(model, [method])
-        if why is not None:
-            asked = [k for k in keys if MapKey.parse(k).method == method]
-            raise ValueError(
-                f"{type(model).__name__} cannot give the context-mixing key(s) {asked}: {why}. Leave them out for "
-                "this model (olas_utils.studies.depth.mixing_skips names the keys a model lacks)"
-            )

@@ -108,7 +108,7 @@ class MapStore:
         if not self.mixing:
             return ()
         if model not in self._mixing:
-            skips = mixing_skips(self.pool.get(model).model, self.mixing, level=self.level)
+            skips = mixing_skips(self.pool.get(model), self.mixing, level=self.level)
             self._mixing[model] = tuple(drop_skipped(model, self.mixing, skips))
         return self._mixing[model]
 

@@ -272,7 +272,7 @@ def extract_images(
         lm = load_model(name, device=device)
         out.families[name] = lm.family
         mine = orders_for(name, orders, lm.num_layers)
-        base = drop_skipped(name, baselines, mixing_skips(lm.model, baselines))  # warns for each key it drops
+        base = drop_skipped(name, baselines, mixing_skips(lm, baselines))  # warns for each key it drops
         if len(mine) < len(orders) or len(base) < len(baselines):
             out.model_keys[name] = [str(MapKey.ola(k)) for k in mine] + base
         settings = CacheSettings(orders=mine, baselines=base, batch_size=batch_size, seed=seed, cache_dir=cache_dir)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 from typing import Sequence
 
-from olas_utils.vocabulary import KEY_METHODS, MapKey
+from olas_utils.vocabulary import MapKey
 
 __all__ = ["orders_for", "keys_for", "mixing_keys", "mixing_skips", "drop_skipped"]
 
@@ -75,7 +75,8 @@ def mixing_skips(model, keys: Sequence[str], *, level: str = "subword") -> dict[
     """Why ``model`` cannot give each of the context-mixing ``keys`` it lacks.
 
     Args:
-        model: a loaded ``transformers`` model (only its modules and config are read).
+        model: a :class:`~olas_utils.zoo.LoadedModel` (its facts, read once) or a ``transformers``
+            model (its modules and config are read).
         keys: map keys; those that are not mixing keys are never skipped here.
         level: ``"subword"`` or ``"word"`` (neutral pooling): at word level a key whose neutral
             pooling means nothing on the model is skipped too
@@ -92,32 +93,14 @@ def mixing_skips(model, keys: Sequence[str], *, level: str = "subword") -> dict[
     Raises:
         ValueError: an unknown level.
     """
+    from olas_utils.capture.facts import model_facts
+
     if level not in ("subword", "word"):
         raise ValueError(f"level must be 'subword' or 'word', got {level!r}")
     wanted = mixing_keys(keys)
     if not wanted:
         return {}
-    from olas_utils.capture.architecture import is_causal_model, num_attention_layers
-    from olas_utils.capture.mixing_specs import mixing_problem
-    from olas_utils.maths.uniform import neutral_problem
-
-    n = num_attention_layers(model)
-    problems = {  # attention flow needs only the attention every model gives
-        m: mixing_problem(model, [m]) if KEY_METHODS[m].mixing else None
-        for m in dict.fromkeys(MapKey.parse(k).method for k in wanted)
-    }
-    causal = is_causal_model(model) if level == "word" else False
-    out = {}
-    for key in wanted:
-        order = _order(key)
-        why = problems[MapKey.parse(key).method]
-        if why is None and order is not None and order > n:
-            why = f"order {order} multiplies {order} distinct layers and the model has {n}"
-        if why is None and level == "word":
-            why = neutral_problem(key, causal=causal, num_layers=n)
-        if why is not None:
-            out[key] = why
-    return out
+    return model_facts(model).map_keys(wanted, level=level).dropped
 
 
 def drop_skipped(model: str, keys: Sequence[str], skips: dict[str, str]) -> list[str]:

@@ -224,9 +224,7 @@ def task_maps(
             lm = pool.get(model, control)
             uniform = control is Control.TOKENIZER_ONLY
             if uniform and mixing:  # a key's uniform counterpart only where the model has the key
-                from olas_utils.capture.mixing_specs import require_mixing
-
-                require_mixing(lm.model, mixing)
+                lm.facts.require_mixing(mixing)
             new = extract_ola(
                 lm.model,
                 lm.tokenizer,

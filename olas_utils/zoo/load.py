@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import logging
 import os
 import warnings
@@ -76,6 +77,15 @@ class LoadedModel:
     def family(self) -> str:
         """``"causal"`` or ``"encoder"``, from :attr:`is_causal` (read from the config)."""
         return family_of(self.is_causal)
+
+    @functools.cached_property
+    def facts(self):
+        """The model's :class:`~olas_utils.capture.facts.ModelFacts` (layers, heads, causality,
+        windows, capture path, context-mixing methods), read on first use and kept; the map keys
+        it can have: ``lm.facts.map_keys(keys)``."""
+        from olas_utils.capture.facts import ModelFacts
+
+        return ModelFacts.of(self.model)
 
     @property
     def config(self):

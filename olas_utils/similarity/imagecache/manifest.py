@@ -119,7 +119,7 @@ def run_manifest(
         orders, keys, image_size, batch_size, seed: the settings, recorded as given.
         num_layers: the model's number of attention layers.
     """
-    from olas_utils.capture.architecture import is_causal_model
+    from olas_utils.capture.facts import model_facts
     from olas_utils.data.corpus import corpus_hash
     from olas_utils.zoo import weights_fingerprint
 
@@ -129,7 +129,7 @@ def run_manifest(
         "model": str(lm.name),
         "weights_sha256": weights_fingerprint(lm),
         "attention": getattr(lm, "attention", "model"),
-        "is_causal": bool(is_causal_model(model)),  # what the images are made with (to_image)
+        "is_causal": bool(model_facts(lm).is_causal),  # what the images are made with (to_image)
         "num_layers": int(num_layers),
         "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
         "orders": orders,

@@ -228,12 +228,11 @@ def check_targets(lm, protocols, settings: CacheSettings) -> int:
     Raises:
         ValueError: unknown or duplicate protocols, an order or layer outside the model, a
             mixing key the model cannot give (an order above its layers, or
-            :func:`olas_utils.capture.mixing_specs.require_mixing`; a tokenizer-only control
+            :meth:`olas_utils.capture.facts.ModelFacts.require_mixing`; a tokenizer-only control
             too: its maps of a key are defined where the model has the key).
         RuntimeError: the model is in training mode.
     """
-    from olas_utils.capture.architecture import num_attention_layers
-    from olas_utils.capture.mixing_specs import require_mixing
+    from olas_utils.capture.facts import model_facts
     from olas_utils.extract_steps import parse_key
     from olas_utils.maths.ola import check_orders
 
@@ -246,13 +245,14 @@ def check_targets(lm, protocols, settings: CacheSettings) -> int:
     model = lm.model
     if model.training:
         raise RuntimeError("the model is in training mode (dropout on attention); call model.eval() first")
-    n_layers = num_attention_layers(model)
+    facts = model_facts(lm)
+    n_layers = facts.num_layers
     check_orders(orders, n_layers)
     for i in layers:
         parse_key(str(MapKey.layer(i)), n_layers)
     for key in mixing:  # refused before anything is written
         parse_key(key, n_layers)
-    require_mixing(model, mixing)
+    facts.require_mixing(mixing)
     return n_layers
 
 
