@@ -1,40 +1,12 @@
 """Negative controls: model copies that keep the architecture and tokenizer but not the learned
 computation, for the similarity experiment (``docs/method.md#controls``) and the TOA's random-init target.
 
-If OLA similarity across language models reflects what pretraining taught them, it should
-vanish for models that share an architecture and a tokenizer but not the learned
-computation:
-
-* :func:`random_weights_copy` — the same architecture, randomly initialised (the one
-  function that builds a randomly initialised copy);
-* :func:`shuffled_layers_copy` — the same trained weights, with the order of the
-  transformer layers permuted (a fixed seed): every layer is intact, only the depth at
-  which it runs changes;
-* :func:`half_random_copy` — the paper's half-random control: the trained model with half of its
-  transformer layers (a seeded choice) replaced by those of :func:`random_weights_copy`;
-* :func:`uniform_attention_copy` — the tokenizer-only control: no weights at all, every
-  layer attends uniformly to the tokens it may see (:mod:`olas_utils.maths.uniform`); it shares
-  the original's model object only for its config and runs no forward pass.
-
-Controls are :class:`olas_utils.vocabulary.Control` members (:data:`CONTROLS` maps each
-model-copy control to its maker). All return a new :class:`~olas_utils.zoo.LoadedModel`
-(the original is never modified) whose ``name`` says what was done, e.g. ``"qwen2.5-0.5b+shuffled(seed=0)"`` and
-``"qwen2.5-0.5b+random(seed=0)"``, so cached extractions of a control never collide with
-those of the real model.
-
-How a layer shuffle is made consistent (see :func:`permute_layers`):
-
-* the layer list is found generically (:func:`find_layer_list`): the ``nn.ModuleList`` of
-  length N (the model's number of layers) holding the most parameters;
-* each moved layer keeps its own behaviour: its weights, and its per-layer attention
-  type (full or sliding-window attention, and with it the rotary embedding kind, as in
-  Gemma 3). ``transformers`` looks the type up by *position* in ``config.layer_types``,
-  so the copy's (deep-copied) config gets ``layer_types`` permuted the same way;
-* every ``layer_idx`` attribute inside a moved layer (decoder layer, attention module)
-  is renumbered to the layer's new position, so a KV cache, whose slots are indexed by
-  ``layer_idx`` and typed by ``config.layer_types``, stays consistent: cached and
-  uncached forward passes of the copy agree (tested). OLA extraction runs without a
-  cache anyway (``use_cache=False``).
+Makers (:data:`CONTROLS`, keyed by :class:`olas_utils.vocabulary.Control`):
+:func:`random_weights_copy`, :func:`shuffled_layers_copy`, :func:`half_random_copy`,
+:func:`uniform_attention_copy`. Each returns a new :class:`~olas_utils.zoo.LoadedModel` (the
+original is never modified) whose ``name`` says what was done (``"qwen2.5-0.5b+shuffled(seed=0)"``),
+so cached extractions of a control never collide with the real model's. How a layer shuffle
+keeps layer types and the KV cache consistent: ``docs/method.md#controls``.
 
 Importing this module does no work.
 """
@@ -68,11 +40,9 @@ __all__ = [
 def layer_permutation(num_layers: int, seed: int = 0) -> tuple[int, ...]:
     """The fixed, seeded layer order used by :func:`shuffled_layers_copy`.
 
-    ``perm[i]`` is the index, in the original model, of the layer that runs at position
-    ``i`` of the shuffled model. Drawn with ``torch.randperm`` from a private
-    ``torch.Generator`` seeded with ``seed`` (the global RNG is not touched); an identity
-    draw is rejected and redrawn (from the same generator) when ``num_layers >= 2``, so a
-    shuffled model is never the original.
+    ``perm[i]`` is the original index of the layer run at position ``i``; ``torch.randperm``
+    from a private generator seeded with ``seed``, an identity draw redrawn when
+    ``num_layers >= 2``.
 
     Args:
         num_layers: N, number of layers (>= 1).
@@ -97,9 +67,8 @@ def layer_permutation(num_layers: int, seed: int = 0) -> tuple[int, ...]:
 def find_layer_list(model: nn.Module, num_layers: int) -> tuple[str, nn.ModuleList]:
     """The ``nn.ModuleList`` that holds a model's transformer layers.
 
-    Found generically: among the model's ``nn.ModuleList`` submodules of length
-    ``num_layers``, the one with the most parameters (e.g. ``encoder.layer`` of BERT,
-    ``model.layers`` of Llama/Qwen2/Gemma 3).
+    Among the ``nn.ModuleList`` submodules of length ``num_layers``, the one with the most
+    parameters (``encoder.layer`` of BERT, ``model.layers`` of Llama).
 
     Args:
         model: a ``torch.nn.Module``.
@@ -144,18 +113,9 @@ def _configs(model: nn.Module) -> list:
 def permute_layers(loaded, perm: Sequence[int], *, name: str | None = None):
     """A deep copy of a loaded model whose transformer layers run in the order ``perm``.
 
-    Position ``i`` of the copy runs the original layer ``perm[i]`` (weights unchanged). To
-    keep each moved layer's behaviour and a KV cache consistent, in the copy (the
-    original is untouched):
-
-    * ``config.layer_types`` (and the text config's), if it is a list of length N, is
-      permuted the same way, so a layer keeps its full/sliding attention mask and its
-      rotary embedding kind;
-    * every integer ``layer_idx`` attribute of a module inside a moved layer is set to the
-      layer's new position (cache slots are indexed by ``layer_idx``).
-
-    The copy's module gets an attribute ``olas_layer_permutation`` (tuple, composed with
-    any permutation the input already had, always relative to the unpermuted model).
+    Position ``i`` of the copy runs the original layer ``perm[i]``; ``config.layer_types`` and
+    every ``layer_idx`` are permuted with it (``docs/method.md#controls``). The copy's
+    ``model.olas_layer_permutation`` is relative to the unpermuted model.
 
     Args:
         loaded: a :class:`~olas_utils.zoo.LoadedModel`.
@@ -203,11 +163,8 @@ def permute_layers(loaded, perm: Sequence[int], *, name: str | None = None):
 def shuffled_layers_copy(loaded, seed: int = 0):
     """Layer-shuffle control: the same trained weights, layers run in a seeded random order.
 
-    The permutation is :func:`layer_permutation` ``(loaded.num_layers, seed)`` (never the
-    identity); see :func:`permute_layers` for how layer types and ``layer_idx`` are kept
-    consistent. Note that a shuffled model's first layer still reads the token
-    embeddings, so its per-layer attention is *not* the original's layers in a new order:
-    only its parameters are.
+    The permutation is :func:`layer_permutation` ``(loaded.num_layers, seed)``, applied by
+    :func:`permute_layers` (``docs/method.md#controls``).
 
     Args:
         loaded: a :class:`~olas_utils.zoo.LoadedModel` (not modified).
@@ -232,9 +189,8 @@ def random_weights_copy(loaded, seed: int = 0):
     """Random-weights control: same config and tokenizer, randomly initialised weights (the
     one function that builds a randomly initialised copy).
 
-    The architecture's own ``transformers`` initialisation (``from_config``, causal-LM class
-    for causal models) under ``torch.manual_seed(seed)``, in a forked RNG so the global RNG
-    is untouched.
+    ``transformers``' ``from_config`` initialisation under ``torch.manual_seed(seed)`` in a
+    forked RNG (the global RNG is untouched).
 
     Args:
         loaded: a :class:`~olas_utils.zoo.LoadedModel` (not modified).
@@ -283,11 +239,8 @@ def half_random_copy(loaded, seed: int = 0):
     transformer layers randomly re-initialised, everything else (embeddings, the other layers, final
     norm) trained.
 
-    The re-initialised layers are :func:`half_random_layers` ``(loaded.num_layers, seed)``; their
-    weights are those of :func:`random_weights_copy` ``(loaded, seed)`` at the same positions (the
-    architecture's own initialisation), so a half-random copy is exactly "trained where not chosen,
-    random where chosen". If OLA similarity comes from what training put into the layers, it should
-    fall between the trained model's and the random copy's.
+    The layers :func:`half_random_layers` ``(loaded.num_layers, seed)`` take the weights of
+    :func:`random_weights_copy` ``(loaded, seed)`` at the same positions (``docs/method.md#controls``).
 
     Args:
         loaded: a :class:`~olas_utils.zoo.LoadedModel` (not modified).
@@ -330,10 +283,8 @@ _UNIFORM_WEIGHTS = "uniform-attention"
 def uniform_attention_copy(loaded, seed: int = 0):
     """Tokenizer-only control: uniform attention in every layer, no forward pass.
 
-    The copy shares ``loaded``'s model object (used only for its config: number of layers,
-    causality, maximum length) and tokenizer, and has ``attention="uniform"``, which
-    :func:`olas_utils.extract.extract_ola` and the image cache honour. Nothing is copied,
-    so it costs no memory.
+    Shares ``loaded``'s model object (for its config only) and tokenizer, with
+    ``attention="uniform"`` (honoured by :func:`olas_utils.extract.extract_ola` and the image cache).
 
     Args:
         loaded: a :class:`~olas_utils.zoo.LoadedModel` (not modified).
@@ -398,10 +349,8 @@ def _model_control(control) -> Control:
 def control_identity(loaded, control, seed: int = 0):
     """What a control copy *would* be called and fingerprinted, without building it.
 
-    The result shares ``loaded``'s model object, so it must only be used to look a cache
-    up (:func:`olas_utils.similarity.imagecache.cache_complete`), never to extract: that lets
-    the notebooks skip building a copy (seconds and a model's worth of memory) when its
-    caches are complete.
+    The result shares ``loaded``'s model object: use it only to look a cache up
+    (:func:`olas_utils.similarity.imagecache.cache_complete`), never to extract.
 
     Args:
         loaded: the trained :class:`~olas_utils.zoo.LoadedModel`.
