@@ -20,7 +20,6 @@ import dataclasses
 from typing import Iterable, Sequence
 
 import torch
-from tqdm.auto import tqdm
 
 from olas_utils.align import tokenize_words
 from olas_utils.capture.architecture import check_model
@@ -37,6 +36,7 @@ from olas_utils.extract_steps import (
     parse_key,
     plan_extraction,
 )
+from olas_utils.infra.progress import tqdm
 from olas_utils.maps import OLAMaps
 from olas_utils.maths.uniform import uniform_reference
 from olas_utils.vocabulary import MapKey

@@ -46,3 +46,13 @@ def tqdm(*args, **kwargs):
         kwargs["dynamic_ncols"] = False
         kwargs.setdefault("ncols", 100)
     return bar(*args, **kwargs)
+
+
+def _write(s: str, file=None, end: str = "\n", nolock: bool = False) -> None:
+    from tqdm import tqdm as bar
+
+    bar.write(s, file=file, end=end, nolock=nolock)
+
+
+#: ``tqdm.write``: print a line without breaking an open bar.
+tqdm.write = _write

@@ -271,8 +271,11 @@ def run_notebook(
     profile: str = "quick",
     parameters: dict | None = None,
     progress: bool = True,
+    log_output: bool = False,
 ) -> Path:
-    """Execute one notebook with papermill.
+    """Execute one notebook with papermill. Its kernel draws progress bars as text lines
+    (``OLAS_PROGRESS=text`` unless set: :mod:`olas_utils.infra.progress`), so the executed copy
+    and the log stay readable.
 
     Args:
         path: the notebook.
@@ -280,6 +283,8 @@ def run_notebook(
         profile: one of :data:`PROFILES`, passed as the ``profile`` parameter.
         parameters: further parameters (override the notebook's ``parameters`` cell).
         progress: papermill's cell progress bar.
+        log_output: also stream the kernel's output (its progress lines, warnings) to this
+            process's stdout and stderr while it runs.
 
     Returns:
         ``out_path``.
@@ -301,14 +306,23 @@ def run_notebook(
         )
     _check_folder(out_path.parent, "the executed copy's folder")
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    pm.execute_notebook(
-        str(path),
-        str(out_path),
-        parameters={"profile": profile, **(parameters or {})},
-        kernel_name="python3",
-        cwd=str(path.parent),
-        progress_bar=progress,
-    )
+    streams = {"stdout_file": sys.stdout, "stderr_file": sys.stderr} if log_output else {}
+    unset = "OLAS_PROGRESS" not in os.environ
+    if unset:
+        os.environ["OLAS_PROGRESS"] = "text"  # the kernel inherits this process's environment
+    try:
+        pm.execute_notebook(
+            str(path),
+            str(out_path),
+            parameters={"profile": profile, **(parameters or {})},
+            kernel_name="python3",
+            cwd=str(path.parent),
+            progress_bar=progress,
+            **streams,
+        )
+    finally:
+        if unset:
+            os.environ.pop("OLAS_PROGRESS", None)
     return out_path
 
 
@@ -320,6 +334,7 @@ def reproduce(
     results_dir: str | Path | None = None,
     figures_dir: str | Path | None = None,
     refresh_committed: bool = False,
+    log_output: bool = False,
 ) -> list[Path]:
     """Run every numbered notebook (or those whose name starts with one of ``only``).
 
@@ -419,7 +434,7 @@ def reproduce(
             f"[olas reproduce] {b.name} (profile={profile}) -> {params['results_dir']}, {params['figures_dir']}",
             flush=True,
         )
-        done.append(run_notebook(b, executed / b.name, profile=profile, parameters=params))
+        done.append(run_notebook(b, executed / b.name, profile=profile, parameters=params, log_output=log_output))
         print(f"[olas reproduce] {b.name} done in {time.time() - t0:.0f} s", flush=True)
         recorded = record_environment(
             results,
@@ -451,12 +466,17 @@ def reproduce(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry: ``python -m olas_utils.ui.reproduce [--profile P] [--only NB ...]
+    """Command-line entry: ``python -m olas_utils.ui.reproduce [--profile P] [--only NB ...] [--quiet]
     [--results-dir D] [--figures-dir D] [--executed-dir D] [--refresh-committed]``."""
     ap = argparse.ArgumentParser(prog="olas-reproduce", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=PROFILES, default="quick")
     ap.add_argument("--only", nargs="+", metavar="NB", help="notebook name prefixes, e.g. 01 (at least one)")
     add_folder_arguments(ap)
+    ap.add_argument(
+        "--quiet",
+        action="store_true",
+        help="do not stream the notebooks' progress lines and warnings here (papermill's cell bar only)",
+    )
     args = ap.parse_args(argv)
     try:
         reproduce(
@@ -466,6 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results_dir=args.results_dir,
             figures_dir=args.figures_dir,
             refresh_committed=args.refresh_committed,
+            log_output=not args.quiet,
         )
     except Exception as e:  # noqa: BLE001 - command line: one clear line, non-zero exit
         print(f"olas reproduce: {type(e).__name__}: {e}", file=sys.stderr)

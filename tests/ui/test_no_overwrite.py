@@ -85,7 +85,7 @@ def test_similarity_refuses_its_input_or_an_existing_file_as_out(no_model, sente
 def runs(monkeypatch):
     seen = []
 
-    def record(path, out_path, *, profile, parameters=None, progress=True):
+    def record(path, out_path, *, profile, parameters=None, **options):
         seen.append((path.name, out_path, profile, dict(parameters or {})))
         return out_path
 
@@ -249,3 +249,36 @@ def test_shown_paths_are_relative_inside_the_repository(tmp_path):
     assert (root / "olas_utils" / "__init__.py").is_file()
     assert shown_path(root / "runs" / "quick" / "figures") == "runs/quick/figures"
     assert shown_path(tmp_path / "x") == str(tmp_path / "x")  # outside: as given
+
+
+def test_a_batch_run_draws_progress_as_text_and_can_stream_it(tmp_path, capfd, monkeypatch):
+    """The kernel of a papermill run gets OLAS_PROGRESS=text: the executed copy holds a plain
+    text bar (no widget placeholder), and ``log_output`` streams it here while it runs."""
+    import json
+
+    import nbformat
+
+    from olas_utils.ui import reproduce as rp
+
+    monkeypatch.delenv("OLAS_PROGRESS", raising=False)
+    nb = nbformat.v4.new_notebook(
+        metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}
+    )
+    nb.cells = [
+        nbformat.v4.new_code_cell("profile = 'smoke'", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "import os\nfrom olas_utils.infra.progress import tqdm\n"
+            "print('mode', os.environ.get('OLAS_PROGRESS'))\n"
+            "for _ in tqdm(range(5), desc='steps'):\n    pass"
+        ),
+    ]
+    src = tmp_path / "probe.ipynb"
+    nbformat.write(nb, src)
+    out = rp.run_notebook(src, tmp_path / "out" / "probe.ipynb", profile="smoke", progress=False, log_output=True)
+    outputs = json.loads(out.read_text())["cells"][-1]["outputs"]
+    text = "".join("".join(o.get("text", "")) for o in outputs)
+    assert "mode text" in text and "steps: 100%" in text and "5/5" in text
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+    streamed = capfd.readouterr()
+    assert "steps: 100%" in streamed.err and "mode text" in streamed.out
+    assert "OLAS_PROGRESS" not in __import__("os").environ  # restored

@@ -16,7 +16,7 @@ from olas_utils.ui import reproduce as rp
 def calls(monkeypatch):
     seen = []
 
-    def record(path, out_path, *, profile, parameters=None, progress=True):
+    def record(path, out_path, *, profile, parameters=None, **options):
         seen.append((path.name, out_path, profile, dict(parameters or {})))
         return out_path
 

@@ -17,7 +17,7 @@ from olas_utils.ui import reproduce as rp
 def ran(monkeypatch):
     seen = []
 
-    def record(path, out_path, *, profile, parameters=None, progress=True):
+    def record(path, out_path, *, profile, parameters=None, **options):
         seen.append(path.name)
         return out_path
 
