@@ -1,25 +1,11 @@
 """The *across-models* reading of a margin: tests whose unit is the language model, beside the
 *conditional* reading of :mod:`olas_utils.stats.uncertainty` (items resampled: "on these models").
 
-A margin that averages ordered model pairs (A→B, B→A, A→C, …) or unseen target models speaks
-for the population of language models only if it survives a test that treats the *model* as
-the unit. Three exact sign-flip (randomisation) tests do that, each valid when OLA and its
-baseline are exchangeable at one level of the design:
-
-* **targets**: the per-target margins ``m_t`` (mean over the target's sources and items) with
-  their signs flipped independently (valid when the swap unit is the target model);
-* **sources**: the same over per-source margins (the swap unit is the source model);
-* **dyads**: model signs ``s`` acting on each ordered pair as ``s_t·s_s`` (valid when the swap
-  unit is the unordered pair {A→B, B→A}, or the ordered pair).
-
-The across-models p-value is the largest of these and of the conditional (item bootstrap)
-p-value, so it is valid whichever of those levels carries the null (a maximum of p-values is
-a valid p-value under any null under which one of them is; Berger 1982). An exact sign-flip
-test over ``n`` units cannot go below ``2 / 2**n``: with fewer than six models no test at 5 %
-exists, and the cell reads :data:`NOT_TESTABLE` instead of a verdict it cannot have. The
-interval printed beside it is Student's t interval over the per-model margins (``n − 1``
-degrees of freedom), a description of their spread, not the test. Calibration of all this by
-simulation: :mod:`olas_utils.studies.calibration` and ``docs/method.md#two-readings``.
+The across-models p-value is the largest of the exact sign-flip p-values over targets, sources
+and dyads (one sign per model, ``s_t·s_s`` on pair (t, s)) and the conditional p-value (Berger
+1982); below ``min_p(n) <= alpha`` (6 models at 5 %) a cell reads :data:`NOT_TESTABLE`. The
+interval is Student's t over the per-model margins (``n − 1`` degrees of freedom). Why, and the
+calibration: ``docs/method.md#two-readings``.
 """
 
 from __future__ import annotations
@@ -203,9 +189,8 @@ def model_reading(
     alpha: float = ALPHA,
     confidence: float = CONFIDENCE,
 ) -> ModelReading:
-    """The across-models reading of a margin whose units are models (e.g. the classifier's
-    unseen targets): the sign-flip test over the per-model margins, combined with the
-    conditional p-value ``p_items`` (the larger is kept).
+    """The across-models reading of a margin whose units are models (the classifier's unseen
+    targets): the larger of the sign-flip p-value over per-model margins and ``p_items``.
 
     Args:
         per_model: model → its margin (fractions).

@@ -1,35 +1,12 @@
 """How sure a number is: bootstrap intervals over every unit a result rests on (items, model
 pairs, seeds) and three-way verdicts with a Holm correction (``docs/method.md#uncertainty``).
 
-Pure numpy; no model, no table. The shapes:
-
-* an *outcome array* ``num`` has one axis per resampling unit, items last, e.g.
-  ``(pair, chunk)`` for retrieval (1 where the true match ranked first), ``(seed, sentence)``
-  for a parser (correct arcs per sentence) or ``(pair, seed, sentence)``; ``den`` (same
-  shape, optional) holds each item's denominator (words per sentence), so the statistic
-  is the ratio of sums ``Σ num / Σ den`` — the corpus-level metric (UAS) — or, without
-  ``den``, the mean over all cells.
-* Every axis is resampled with replacement *independently* (the crossed, "pigeonhole"
-  bootstrap of Owen 2007, *Ann. Appl. Stat.* 1(2)): the same chunks are drawn for every
-  model pair, the same sentences for every seed. An axis of size 1 is not a source of
-  spread; a number that averages 12 pairs gets the pairs' spread as well as the items'.
-* A *margin* is the same statistic of a system minus that of a baseline on the same cells,
-  resampled with the *same* draws (paired resampling).
-* A metric that is not a ratio of sums (the SemEval macro-F1 over relation types) or whose
-  runs differ in number between the systems compared goes through :func:`interval_of` /
-  :func:`margin_of`: ``counts`` holds each item's count columns (``(items, k)``, ``(runs,
-  items, k)``, or a list of those per pair), a resample sums them over the drawn items and
-  the ``statistic`` turns the sums into the metric, per run; runs and pairs are averaged
-  with their resampling weights (the mean over seeds, and over pairs, of the corpus metric).
-
-Intervals are percentile intervals of ``N_RESAMPLES`` resamples (the method
-``scipy.stats.bootstrap(method="percentile")`` uses; ``tests/core/test_uncertainty.py``
-compares them). A margin's two-sided p-value is the bootstrap tail probability of the
-margin's sign, ``min(1, 2·min(P*(m ≤ 0), P*(m ≥ 0)))`` with the usual ``+1`` correction;
-:func:`verdicts` corrects the p-values of one table's cells with Holm's step-down method
-(:func:`holm_reject`, equal to ``statsmodels.stats.multitest.multipletests(method="holm")``,
-which the tests compare) and reads each cell as
-*beats* / *indistinguishable* / *loses*. The thresholds are the constants below.
+Pure numpy. An *outcome array* ``num`` has one axis per resampling unit, items last
+(``(pair, chunk)``, ``(seed, sentence)``, ``(pair, seed, sentence)``); ``den`` of the same shape
+makes the statistic ``Σ num / Σ den``, else the mean. Every axis is resampled independently (the
+crossed bootstrap, Owen 2007, *Ann. Appl. Stat.* 1(2)); a margin uses the same draws for both
+systems; p = ``min(1, 2·min(P*(m ≤ 0), P*(m ≥ 0)))`` with the +1 correction; Holm (1979)
+across a table's cells. Why and how: ``docs/method.md#uncertainty``.
 """
 
 from __future__ import annotations
@@ -263,9 +240,7 @@ def margin(
 ) -> Interval:
     """Paired bootstrap interval of a system's rate minus a baseline's on the same cells.
 
-    Both outcome arrays have the same shape (the same pairs, seeds and items, in the same
-    order); each resample draws one set of units and applies it to both, so what the two
-    systems share (hard chunks, long sentences, a lucky seed index) cancels.
+    Both outcome arrays have the same shape and cell order; each resample's draws apply to both.
 
     Args:
         num, den: the system's outcomes (as in :func:`interval`).
@@ -291,11 +266,8 @@ def margin(
 def verdicts(margins: Sequence[Interval | None], *, alpha: float = ALPHA) -> list[str | None]:
     """Three-way verdicts of one table's cells from their margins, Holm-corrected.
 
-    A cell *beats* its control when its Holm-adjusted p-value is below ``alpha`` and its
-    margin is positive, *loses* when adjusted p < ``alpha`` and the margin is negative, and
-    is *indistinguishable* otherwise. Holm (1979) controls the probability of any false
-    "beats" or "loses" in the table at ``alpha``; a cell whose own 95 % interval just
-    excludes zero can therefore still read *indistinguishable* in a table of many cells.
+    *beats* when the Holm-adjusted p < ``alpha`` and the margin is positive, *loses* when it is
+    negative, else *indistinguishable* (Holm 1979; ``docs/method.md#uncertainty``).
 
     Args:
         margins: one :class:`Interval` per cell (from :func:`margin`); ``None`` for a cell
@@ -326,10 +298,9 @@ def verdicts(margins: Sequence[Interval | None], *, alpha: float = ALPHA) -> lis
 
 
 def holm_reject(p_values: Sequence[float], *, alpha: float = ALPHA) -> np.ndarray:
-    """Holm's (1979) step-down rejections: sort the p-values, reject the i-th smallest (i = 0,
-    1, ...) while it is at most ``alpha / (m − i)``, stop at the first that is not. Controls the
-    family-wise error at ``alpha``. Written out because statsmodels' ``multipletests`` runs a
-    full garbage collection on every call (seconds in a large process).
+    """Holm's (1979) step-down rejections: reject the i-th smallest p-value (i = 0, 1, ...) while
+    it is at most ``alpha / (m − i)`` (equal to statsmodels' ``multipletests(method="holm")``;
+    ``docs/method.md#uncertainty``).
 
     Args:
         p_values: ``(m,)`` p-values, finite.
@@ -471,13 +442,10 @@ def interval_of(
         statistic: sums ``(..., k)`` → metric ``(...)``, vectorised over the leading axes
             (e.g. :func:`ratio`, or entity F1 from ``(tp, fp, fn)``); must be the corpus
             metric when given the counts summed over a corpus.
-        counts: ``(items, k)`` or ``(runs, items, k)``: each item's k count columns, e.g.
-            per (seed, sentence); or a list of ``(runs, items, k)`` arrays, one per pair (a
-            family of model pairs, runs may differ between pairs), all on the same items.
-            Pairs, runs and items are resampled independently (as in :func:`interval`; each
-            pair's runs on their own); the statistic is computed per run from the sums of
-            its drawn items and averaged over the drawn runs, then pairs (so the estimate is
-            the mean over seeds, and pairs, of the corpus metric).
+        counts: ``(items, k)`` or ``(runs, items, k)`` count columns per item, or a list of
+            ``(runs, items, k)`` arrays, one per pair, on the same items. Pairs, runs and items
+            are resampled independently; the statistic is computed per run from its drawn
+            items' sums, then averaged over runs and pairs.
         confidence, n_resamples, seed: as in :func:`interval`.
 
     Returns:
@@ -504,10 +472,8 @@ def margin_of(
 ) -> Interval:
     """Paired bootstrap interval of ``statistic`` of a system minus that of a baseline.
 
-    Both count arrays have the same items (and pairs, and count columns) in the same order;
-    items and pairs are drawn once for both. Their run axes (seeds, or source × seed) may
-    differ in size: equal sizes are drawn together (as :func:`margin` does), different
-    sizes independently (different runs; a baseline with one run has no run spread).
+    Items and pairs are drawn once for both; run axes of equal size are drawn together, of
+    different sizes independently.
 
     Args:
         statistic, counts, confidence, n_resamples, seed: as in :func:`interval_of`.
@@ -531,11 +497,9 @@ def margin_of(
 def against_every_control(estimates: Sequence[float], p_values: Sequence[float]) -> tuple[float, int]:
     """One cell's p-value when OLA is set against *every* control, none chosen on the test items.
 
-    "Beats every control" is an intersection of one-sided claims: it holds at level α when each
-    margin is positive and each test rejects at α, so its p-value is the largest of the
-    controls' p-values (the intersection-union test, Berger 1982, *Technometrics* 24(4), no
-    correction needed). "Loses to some control" is a union: the smallest p-value of the
-    negative margins, Bonferroni-multiplied by the number of controls.
+    All margins positive: the largest p-value (intersection-union test, Berger 1982,
+    *Technometrics* 24(4)); else the smallest p-value of the negative margins times the number
+    of controls (Bonferroni). ``docs/method.md#rules-of-evidence``.
 
     Args:
         estimates: each control's margin (OLA − control).
