@@ -291,6 +291,8 @@ def plan_targets(
         ValueError, RuntimeError: those of :func:`check_targets`; a shard index outside
             ``0..count-1``.
     """
+    from olas_utils.capture.facts import model_facts
+
     n_layers = check_targets(lm, protocols, settings)
     orders, _, _, _, keys = settings.keys()
     plan = batches if batches is not None else batch_plan(lm.tokenizer, lm.model, chunks, settings.batch_size)
@@ -308,7 +310,8 @@ def plan_targets(
     out = []
     for protocol in protocols:
         manifest = protocol_manifest(common, protocol)
-        dropped = _not_neutral(keys, common["is_causal"], n_layers) if PROTOCOLS[protocol] == "word" else {}
+        # the keys are valid for the model (check_targets): at word level only neutral pooling drops one
+        dropped = model_facts(lm).map_keys(keys, level="word").dropped if PROTOCOLS[protocol] == "word" else {}
         mine = [k for k in keys if k not in dropped]
         if dropped:  # only then (the OLA orders always stay): every other manifest is the one it always was
             manifest["keys"] = mine
@@ -327,14 +330,6 @@ def plan_targets(
         manifest[RECORDED] = {"torch_threads": int(settings.torch_threads)}
         out.append(Target(protocol, root, manifest, p, mine, dropped))
     return out
-
-
-def _not_neutral(keys: Sequence[str], causal: bool, num_layers: int) -> dict[str, str]:
-    """``{key: why}`` for the keys whose neutral word pooling means nothing on such a model."""
-    from olas_utils.maths.uniform import neutral_problem
-
-    out = {k: neutral_problem(k, causal=causal, num_layers=num_layers) for k in keys}
-    return {k: why for k, why in out.items() if why is not None}
 
 
 def is_complete(target: Target) -> bool:
