@@ -1,12 +1,9 @@
 """One TOA experiment step: fit an adapter on a model's OLA for a task, predict, score with
 the standard word-level metric, and the trivial baselines every table is read against.
 
-Metrics (:mod:`olas_utils.toa.metrics`): POS word accuracy; NER seqeval entity micro-F1;
-SemEval-2010 Task 8 official macro-F1 (9 relation types, direction counted, ``Other``
-excluded) and accuracy; dependency UAS / LAS per word with and without punctuation.
-Per-sentence outcomes (:func:`sentence_outcomes`, :func:`evaluate_outcomes`) hold the
-counts those metrics are sums of; :func:`metric_counts` turns them into the count columns
-and statistic of :func:`olas_utils.stats.uncertainty.interval_of` (``docs/method.md#uncertainty``).
+Metrics: :mod:`olas_utils.toa.metrics` (``docs/method.md#metrics``); per-sentence outcomes
+(:func:`sentence_outcomes`) feed :func:`olas_utils.stats.uncertainty.interval_of` through
+:func:`metric_counts` (``docs/method.md#uncertainty``).
 """
 
 from __future__ import annotations
@@ -230,18 +227,10 @@ def score_outcomes(task: str, kind: str, outcomes) -> dict:
 
 
 def trivial_baseline(train: TaskData, test: TaskData) -> list:
-    """Predictions (label strings, see :func:`to_labels`) of a model-free baseline fitted on
-    ``train``:
-
-    * token tasks: the most frequent tag of each word form in train (lower-cased), else
-      the most frequent tag overall;
-    * relation: the most frequent label of the pair of entity words (the last word of each
-      span, lower-cased) in train, backing off to that of the second entity's word, then of
-      the first's, then to the majority label (which alone would score a macro-F1 of 0, as
-      the majority label is ``Other``);
-    * dependency: every word attaches to its left neighbour (the first word to the root)
-      or every word to its right neighbour (the last word to the root), whichever has the
-      higher UAS on train; each word's relation is the most frequent one of its form.
+    """Predictions (label strings, see :func:`to_labels`) of the model-free baseline fitted on
+    ``train``: the most frequent tag per word form (token tasks), the most frequent label of the
+    entity word pair with back-offs (relation), the better neighbour chain on train
+    (dependency); ``docs/method.md#controls``.
 
     Raises:
         ValueError: ``train`` and ``test`` are different tasks.
@@ -317,14 +306,10 @@ class AdapterSettings:
         arc_dim, label_dim: biaffine head sizes (dependency parsing).
         workers: adapters trained at the same time on a CPU (None: one per core).
         min_epochs: epochs always run.
-        schedule: the learning-rate schedule (:data:`olas_utils.toa.train.SCHEDULES`):
-            ``"linear"`` decays to 0 over ``epochs``; ``"plateau"`` halves the rate after each
-            epoch without dev improvement, so that early stopping, not the cap, ends training.
-        seeds: the training seeds; every adapter is trained once per seed (its
-            :class:`~olas_utils.toa.train.TrainConfig` ``seed``, part of its checkpoint key, from
-            which batch order, noise and dropout are derived with
-            :func:`olas_utils.infra.fingerprint.seed_from`); seed 0 is the run of a single-seed profile,
-            so its checkpoints stay valid.
+        schedule: ``"linear"`` or ``"plateau"`` (:data:`olas_utils.toa.train.SCHEDULES`;
+            ``docs/method.md#training``).
+        seeds: the training seeds, one run per seed (``TrainConfig.seed``, part of the
+            checkpoint key; seed 0 is a single-seed profile's run).
     """
 
     adapter: str

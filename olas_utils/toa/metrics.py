@@ -1,21 +1,9 @@
 """Standard word-level evaluation metrics for the paper's downstream tasks (``docs/method.md#metrics``).
 
-* POS tagging — :func:`pos_accuracy`: accuracy per word.
-* NER — :func:`entity_f1`: entity-level micro precision/recall/F1 by ``seqeval``.
-* Relation classification — :func:`semeval_scores`: the official SemEval-2010 Task 8
-  score (and the other numbers the official scorer prints).
-* Dependency parsing — :func:`attachment_scores`: UAS/LAS per word.
-
-Per-sentence outcomes (``docs/method.md#uncertainty``): :func:`pos_counts`,
-:func:`entity_counts`, :func:`semeval_counts` and :func:`attachment_counts` give each
-sentence's counts, whose sums give back the corpus metric exactly (:func:`pos_accuracy` is
-``Σ correct / Σ words``, :func:`entity_f1` is :func:`entity_f1_from_counts` of the summed
-``(tp, fp, fn)``, the official SemEval score is :func:`semeval_macro_f1_from_counts` of the
-summed per-type counts, UAS / LAS are ``Σ arcs / Σ words``), so a bootstrap can resample
-sentences and recompute the metric from resampled sums.
-
-All scores are fractions in [0, 1] (the official SemEval scorer prints percentages;
-multiply by 100 to compare).
+:func:`pos_accuracy` (POS), :func:`entity_f1` (NER), :func:`semeval_scores` (relations),
+:func:`attachment_scores` (dependencies); the ``*_counts`` functions give per-sentence counts
+whose sums give back each corpus metric exactly, for the bootstrap
+(``docs/method.md#uncertainty``). All scores are fractions in [0, 1].
 """
 
 from __future__ import annotations
@@ -89,11 +77,8 @@ def released_pos_accuracy(
     """POS accuracy as the paper's released code counts it (``docs/method.md#released-code``): over every subword
     token, special tokens included, from word-level tags.
 
-    Each subword carries its word's tag, so a word of k subwords counts k times; each
-    special token (``word_ids`` −1) carries the released code's ``"[None]"`` tag, which its
-    model learns from position alone, so it counts as correct. The score therefore rises
-    with the number of subwords per word and of special tokens: it is not comparable across
-    tokenizers, which is why the tables lead with :func:`pos_accuracy`.
+    A word of k subwords counts k times; a special token (``word_ids`` −1) counts as correct
+    (``docs/method.md#metrics``).
 
     Args:
         gold, pred: one tag per word per sentence.
@@ -124,12 +109,8 @@ def released_pos_accuracy(
 def entity_f1(gold_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]]) -> dict[str, float]:
     """Entity-level micro precision, recall and F1 (CoNLL ``conlleval`` style) via seqeval.
 
-    An entity counts as correct only if its type and both boundaries match exactly (a
-    partially overlapping span is a false positive *and* a false negative). Scores come
-    from ``seqeval.metrics`` in its **default mode** (``mode=None``), which reproduces the
-    conlleval Perl script: tags are read as IOB (IOB2 expected; an ``I-X`` that follows
-    ``O`` or another type also starts an entity, as in conlleval). ``zero_division=0``:
-    with no predicted (or no gold) entities the affected score is 0 rather than a warning.
+    Exact type and boundaries; seqeval's default mode (``mode=None``, conlleval's reading of
+    IOB2), ``zero_division=0`` (``docs/method.md#metrics``).
 
     Args:
         gold_tags: one sequence of IOB2 tags (e.g. ``"B-PER"``, ``"I-PER"``, ``"O"``) per
@@ -176,36 +157,10 @@ def _prf(tp: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:
 def semeval_scores(gold: Sequence[str], pred: Sequence[str]) -> dict:
     """SemEval-2010 Task 8 scores, following the official scorer ``semeval2010_task8_scorer-v1.2.pl``.
 
-    **Official score** (``macro_f1``): the "(9+1)-way evaluation with directionality taken
-    into account", macro-averaged F1 over the relation types, ``Other`` excluded. For each
-    relation type R (e.g. ``Cause-Effect``):
-
-    * TP = examples whose gold type is R and whose predicted label equals the gold label
-      exactly (type *and* direction);
-    * precision = TP / (examples predicted with type R, either direction) — a
-      wrong-direction prediction of the right type counts against R's precision;
-    * recall = TP / (gold examples of type R, either direction);
-    * F1 = 2PR / (P + R); any zero denominator gives 0.
-
-    The macro average runs over the relation types **present in the gold labels** (as the
-    scorer does; all 9 on the official test set): a type predicted but absent from gold
-    adds no term (its predictions are simply wrong elsewhere), a gold type never predicted
-    adds P = R = F1 = 0.
-
-    Also returned:
-
-    * ``accuracy`` — exact 19-way label match over all examples (the "(2*9+1)-way"
-      accuracy; every example is counted, ``Other`` included);
-    * ``macro_f1_18`` — the training README's "macro-averaged F-score over the 18 relation
-      labels apart from Other": per directed label L, P = correct L / predicted L,
-      R = correct L / gold L, averaged over the directed labels present in gold (the
-      scorer's (2*9+1)-way macro F1);
-    * ``macro_precision``, ``macro_recall`` — the official evaluation's macro P and R;
-    * ``micro_precision``, ``micro_recall``, ``micro_f1`` — the official evaluation's
-      micro averages over the relation types present in gold (``Other`` excluded);
-    * ``per_type`` — ``{type: {"precision", "recall", "f1", "tp", "n_pred", "n_gold"}}``
-      for all 9 types (including any absent from gold, for inspection);
-    * ``n`` — number of examples.
+    ``macro_f1`` (official): per relation type R, TP = gold type R and label exact (direction
+    included), P = TP / predicted type R, R = TP / gold type R, F1 = 2PR / (P + R) (0 on a zero
+    denominator), averaged over the types present in gold, ``Other`` excluded. How each number
+    is counted: ``docs/method.md#metrics``.
 
     Args:
         gold: gold labels, one per example, each one of :data:`olas_utils.data.SEMEVAL_LABELS`
@@ -213,7 +168,10 @@ def semeval_scores(gold: Sequence[str], pred: Sequence[str]) -> dict:
         pred: predicted labels, same length and vocabulary.
 
     Returns:
-        dict as described above; all scores are fractions in [0, 1].
+        ``{"macro_f1", "macro_precision", "macro_recall", "micro_precision", "micro_recall",
+        "micro_f1", "accuracy" (19-way), "macro_f1_18" (18 directed labels), "per_type" ({type:
+        {"precision", "recall", "f1", "tp", "n_pred", "n_gold"}} for all 9 types), "n"}``;
+        scores are fractions in [0, 1].
 
     Raises:
         ValueError: different lengths, empty input, or a label outside the 19 valid ones
@@ -295,10 +253,8 @@ def attachment_scores(
 ) -> dict:
     """Unlabelled and labelled attachment scores, per word, pooled over sentences.
 
-    A word counts for UAS if its predicted head equals the gold head, and for LAS if in
-    addition its predicted relation equals the gold relation (exact string match, so
-    subtypes such as ``nmod:poss`` must match too; the CoNLL 2018 shared-task script
-    compares only the part before ``:`` — strip subtypes beforehand to reproduce that).
+    UAS: head right; LAS: head and relation right (exact string, subtypes included;
+    ``docs/method.md#metrics``).
 
     Args:
         gold_heads: per sentence, the gold 1-based head of each word (0 = root).
@@ -307,8 +263,7 @@ def attachment_scores(
         pred_rels: predicted relations, same shape.
         upos: per sentence, the **gold** UPOS tag of each word; needed when ``punct=False``.
         punct: score punctuation too (True) or exclude words whose gold UPOS is ``"PUNCT"``
-            (False; the common UD convention, e.g. Dozat & Manning 2017 report UAS/LAS
-            without punctuation).
+            (False, as Dozat & Manning 2017).
 
     Returns:
         ``{"uas", "las", "n"}``: fractions in [0, 1] and the number of words scored.

@@ -1,32 +1,9 @@
 """Training and prediction of a :class:`~olas_utils.toa.heads.TOAModel`, resumable.
 
-* **Batches without padding.** Examples are grouped by image size ``(L, W)``; a batch holds
-  examples of one size only, so the axial transformer (which has no mask) never sees
-  padding and every prediction is independent of its batch.
-* **Deterministic and resumable.** Each step's batch order, noise and dropout come from
-  generators seeded by ``(seed, epoch, step)``, not from state carried across steps. A
-  checkpoint (model, optimiser, scheduler, step) is written atomically every
-  ``checkpoint_every`` steps and at the end; a run killed at any point and started again
-  with the same arguments resumes from the last checkpoint and ends with bit-identical
-  weights (at the same thread count). A checkpoint written with other settings or data is
-  refused (:class:`CheckpointMismatchError`), never silently reused. Each checkpoint records
-  the SHA-256 of its own content (:data:`CHECKPOINT_HASH`, :func:`checkpoint_intact`); one whose
-  content differs (damaged on disk) or that records none (written before checkpoints had hashes)
-  is set aside as ``<name>.bad`` with a warning and the run is trained again from the start,
-  never resumed as good.
-* **Learning-rate schedules** (:data:`SCHEDULES`): ``"linear"`` (the paper's: decay to 0 over
-  ``epochs``, so the cap also decides how far the rate has decayed, and the last epoch tends to be
-  the best one) and ``"plateau"`` (constant, multiplied by ``lr_factor`` after every epoch whose dev
-  score does not improve on the best; with early stopping on dev, the run ends when the dev score
-  stops improving, not when the cap is reached). The plateau rate of an epoch is a function of the
-  dev curve so far, so a resumed run sets the same rate.
-* **Paper settings** (``docs/method.md#training``): AdamW, linear decay, Gaussian-noise augmentation with
-  probability 0.3 per image (:data:`olas_utils.maths.augment.PAPER_ADAPTER`). The paper gives the
-  noise std as 0.2 without a scale; here it is 0.2 × the channel's standard deviation. The
-  paper's other augmentations (a transfer remedy, off by default,
-  :data:`olas_utils.maths.augment.PAPER_ADAPTER_AUGMENTED`): highlighted sink columns (1–3
-  columns) and a random temperature. All come from :mod:`olas_utils.maths.augment`, in its
-  ``"adapter"`` draw order.
+Batches hold one image size ``(L, W)`` (no padding); each step's batch order, noise and dropout
+are seeded by ``(seed, epoch, step)``; checkpoints are atomic, keyed (:func:`checkpoint_key`) and
+hashed (:data:`CHECKPOINT_HASH`), so a resumed run ends with bit-identical weights. Paper
+settings, schedules (:data:`SCHEDULES`) and checkpoints: ``docs/method.md#training``.
 """
 
 from __future__ import annotations
@@ -39,10 +16,10 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
-from olas_utils.infra.progress import tqdm
 
 from olas_utils.infra.atomic import check_writable
 from olas_utils.infra.fingerprint import legacy_json, seed_from, sha256_chunks
+from olas_utils.infra.progress import tqdm
 from olas_utils.maths.augment import PAPER_ADAPTER, Augmentation, augment_batch
 from olas_utils.toa.checkpoints import (
     CHECKPOINT_HASH,
@@ -103,22 +80,21 @@ class TrainConfig:
     Attributes:
         epochs: passes over the training examples.
         batch_size: examples per step (at most; batches hold one image size).
-        lr: AdamW peak learning rate, decayed linearly to 0 over all steps.
+        lr: AdamW peak learning rate.
         weight_decay: AdamW weight decay.
         grad_clip: max gradient norm (0 = off).
         seed: seeds initialisation, batch order, noise and dropout.
         checkpoint_every: steps between checkpoints (also written after the last step).
         augmentation: the training augmentations (default
-            :data:`olas_utils.maths.augment.PAPER_ADAPTER`: noise p 0.3, std 0.2 × the channel's std).
-        schedule: ``"linear"`` (decay to 0 over ``epochs``) or ``"plateau"`` (``lr`` times
-            ``lr_factor`` to the number of epochs so far whose dev score did not improve on the
-            best; needs a :class:`Selection`).
+            :data:`olas_utils.maths.augment.PAPER_ADAPTER`).
+        schedule: ``"linear"`` (decay to 0 over ``epochs``) or ``"plateau"`` (``lr ·
+            lr_factor^k``, k the epochs so far that did not improve on the best dev score;
+            needs a :class:`Selection`).
         lr_factor: the plateau schedule's factor, in (0, 1].
 
-    The arguments ``noise_p`` (probability per image of Gaussian noise, paper 0.3), ``noise_std`` (its std as
-    a fraction of each channel's std, paper 0.2), ``sink_p`` (highlighted sink columns, paper 0.3, default
-    off) and ``temperature_p`` (a random temperature τ ~ U(0.5, 2), default off) replace those settings of
-    ``augmentation`` and read back as attributes of the same names (also through :func:`dataclasses.replace`).
+    The arguments ``noise_p``, ``noise_std`` (a fraction of each channel's std), ``sink_p`` and
+    ``temperature_p`` replace those settings of ``augmentation`` and read back as attributes
+    (also through :func:`dataclasses.replace`).
     """
 
     epochs: int = 10
@@ -194,10 +170,8 @@ class TrainConfig:
 class Selection:
     """Early stopping and model selection on held-out data (never the test split).
 
-    After every epoch ``score(model)`` (higher is better, e.g. dev UAS) is computed with the
-    model in eval mode; the weights of the best epoch are kept (ties keep the earlier
-    epoch) and training stops once ``patience`` epochs in a row have not improved on it
-    (not before ``min_epochs``). The learning-rate schedule still spans ``cfg.epochs``.
+    The best epoch's weights are kept (ties: the earlier); training stops after ``patience``
+    epochs without improvement, not before ``min_epochs`` (``docs/method.md#training``).
 
     Attributes:
         score: model → float on the selection data.
@@ -246,8 +220,9 @@ def size_batches(
 
 
 def collate(examples: Sequence[Example]) -> dict[str, torch.Tensor]:
-    """Stack equal-size examples: ``images (B, C, L, L)``, ``positions (B, W)``,
-    ``labels (B, W)`` or ``(B,)``, and ``heads (B, W)`` / ``spans (B, 2, 2)`` when present.
+    """Stack equal-size examples: ``images (batch, channel, query, key)``, ``positions (batch,
+    word)``, ``labels (batch, word)`` or ``(batch,)``, and ``heads (batch, word)`` / ``spans
+    (batch, entity, 2)`` when present.
 
     Raises:
         ValueError: examples of different sizes.
@@ -306,8 +281,8 @@ def checkpoint_key(
 ) -> str:
     """SHA-256 identifying a training run: model architecture and size, optimisation
     settings, the training examples' bytes, ``extra`` (e.g. source model, task) and the
-    selection rule and data, if any. ``schedule`` and ``lr_factor`` enter the key only when they
-    differ from ``"linear"`` / 0.5 (so checkpoints written before they existed stay valid)."""
+    selection rule and data, if any (``schedule`` / ``lr_factor`` only when not ``"linear"`` /
+    0.5; ``docs/method.md#training``)."""
     arch = {
         "kind": model.kind,
         "adapter": model.adapter.config.to_dict(),
