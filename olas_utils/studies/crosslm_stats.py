@@ -2,20 +2,10 @@
 (:mod:`olas_utils.stats.uncertainty`): Hit@k per model pair and per family, the classifier's
 accuracy per target, and the three-way verdicts of OLA against its strongest control.
 
-The items are :func:`olas_utils.studies.crosslm.retrieval_items` (the rank of every chunk's
-true match per ordered model pair) and the items of
-:func:`olas_utils.studies.crosslm.classifier_frame` (the rank of every test image's true
-chunk per seed); a reader recomputes every table here from the saved items files. What is
-resampled (``docs/method.md#uncertainty``):
-
-* a pair's Hit@k: its chunks (the outcome array is ``(chunk,)``);
-* a family's Hit@k: ordered pairs and chunks, crossed (``(pair, chunk)``; the same chunks
-  for every pair). Ordered pairs share models (A→B and B→A, and A with every other model),
-  so they are not independent draws of a model pair: the interval is, if anything, narrow;
-* the classifier's accuracy on a target: seeds and test images (``(seed, image)``); with
-  one seed the interval covers the images only (``resampled`` says so);
-* a margin: the same cells for both systems, paired (also between two map keys of the trained
-  models: :func:`key_margin_frame`).
+Items: :func:`olas_utils.studies.crosslm.retrieval_items` and those of
+:func:`olas_utils.studies.crosslm.classifier_frame`. Outcome arrays: ``(chunk,)`` per pair,
+``(pair, chunk)`` per family, ``(seed, image)`` per classifier target; what is resampled and
+why: ``docs/method.md#retrieval``, ``docs/method.md#uncertainty``.
 """
 
 from __future__ import annotations
@@ -105,10 +95,8 @@ def outcome_array(
 
 
 class _PairIntervals:
-    """Chunk-only intervals of single pairs, memoised: the bootstrap of a mean over one
-    axis does not depend on the items' order, so it is computed on the sorted outcomes and
-    pairs with the same sorted outcomes (for hits: the same count) share it. A reader gets
-    the same numbers from ``interval(np.sort(hits))``."""
+    """Chunk-only intervals of single pairs, memoised on the sorted outcomes (a one-axis
+    bootstrap does not depend on item order): equal to ``interval(np.sort(hits))``."""
 
     def __init__(self):
         self.cache: dict[bytes, Interval] = {}
@@ -342,12 +330,9 @@ def lineage_verdict_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.Da
 
 def lineage_gap_frame(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataFrame:
     """How much higher the trained models' Hit@1 is between models of one lineage than between
-    models of different lineages: per ``(protocol, family, key)`` with pairs of both kinds,
-    the within- and across-lineage Hit@1 (mean over the group's ordered pairs and chunks), and
-    their difference with a crossed bootstrap interval — the chunks drawn once for both groups
-    (the same chunks), each group's pairs drawn on their own (different pairs)
-    (:func:`olas_utils.stats.uncertainty.margin_of` with pairs as runs); verdicts Holm-corrected
-    over the table's cells (``beats``: within-lineage pairs retrieve better).
+    models of different lineages, per ``(protocol, family, key)`` with pairs of both kinds: the
+    difference with :func:`olas_utils.stats.uncertainty.margin_of` (chunks shared, each group's
+    pairs as runs), verdicts Holm-corrected over the table (``beats``: within-lineage higher).
 
     Args:
         items: :func:`olas_utils.studies.crosslm.retrieval_items`.
@@ -438,10 +423,9 @@ def retrieval_verdicts(items: pd.DataFrame, *, metric: str = "ssim") -> pd.DataF
 
 
 def key_margin_frame(items: pd.DataFrame, *, reference: str = "ola:1", metric: str = "ssim") -> pd.DataFrame:
-    """The trained models' ``reference`` key (default OLA order 1) against every other
-    non-OLA key of the run (rollout, single layers, ALTI, value norms, attention flow), paired
-    over the same units and items: the paper's OLA / rollout / ALTI comparison as margins, with
-    three-way verdicts Holm-corrected across the table (``beats``: ``reference`` scores higher).
+    """The trained models' ``reference`` key (default OLA order 1) against every other non-OLA
+    key of the run, paired over the same units and items, verdicts Holm-corrected across the
+    table (``beats``: ``reference`` higher; ``docs/method.md#retrieval``).
 
     Args:
         items: retrieval items (:func:`olas_utils.studies.crosslm.retrieval_items`: rows with

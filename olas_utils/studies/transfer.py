@@ -1,28 +1,8 @@
 """Transferable OLA Adapter across LMs (notebook 04; ``docs/method.md#toa-tasks-and-metrics``).
 
-Within each family (encoders, causal LMs; read from each model's config) an adapter is
-trained on every model's OLA for every task (epoch chosen on that model's dev data) and
-evaluated, unchanged, on every model of the family. Conditions (:data:`CONDITIONS`), per
-task and target model:
-
-* ``self`` — the adapter trained on the target's own OLA (the upper bound);
-* ``transfer`` — adapters trained on another model of the family (the paper's TOA), and
-  three remedies, each its own condition (issue #11): ``transfer (rank)`` — inputs
-  normalised to per-row ranks, which removes model-specific scale and sink magnitude
-  (:func:`olas_utils.toa.features.rank_rows`); ``transfer (augmented)`` — the paper's
-  augmentations (highlighted sink columns, temperature, noise); ``transfer
-  (multi-source)`` — one adapter trained on every *other* model of the family, with the
-  data budget of one source (training sentence ``i`` seen through source ``i mod k``);
-* ``TOA (headline)`` — for each target, the single-source variant (plain, rank or
-  augmented) with the best transfer *between the other models' dev data*: nothing about
-  the target is used for the choice;
-* controls: ``random-init target`` (the source adapter applied to a randomly initialised
-  copy of the target), ``tokenizer-only`` and ``position-only`` (adapters trained and
-  tested on uniform-attention maps / relative-position channels, see
-  :mod:`olas_utils.studies.adapters`), ``random-weights`` / ``half-random`` where the profile's
-  ``input_controls`` have them (an adapter trained and tested on the target's random / half
-  re-initialised copy's maps), and ``baseline`` (model-free,
-  :func:`olas_utils.toa.fit.trivial_baseline`).
+Within each family an adapter is trained on every model's OLA for every task and evaluated,
+unchanged, on every model of the family, under the conditions of :data:`CONDITIONS`
+(``docs/method.md#transfer-conditions``).
 """
 
 from __future__ import annotations
@@ -192,7 +172,7 @@ def run_transfer(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Train every (model, task, variant, seed) adapter with early stopping on the model's dev
     data and evaluate it on every model of its family, with the remedies, controls and
-    baseline of the module docstring.
+    baseline of ``docs/method.md#transfer-conditions``.
 
     Args:
         models: model names (families read from their configs).
