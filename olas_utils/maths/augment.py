@@ -4,43 +4,10 @@ classifier (:mod:`olas_utils.similarity.classifier`) and the adapters
 (:mod:`olas_utils.toa.train`): highlighted sink columns, Gaussian noise and a random
 temperature, drawn per image from a private ``torch.Generator``.
 
-:class:`Augmentation` holds the settings, :func:`augment_batch` applies them; the paper's
-settings are named presets: :data:`PAPER_CLASSIFIER` (sink columns p 0.3, noise p 0.15, std
-ratio 0.13), :data:`PAPER_ADAPTER` (noise p 0.3, std ratio 0.2) and
-:data:`PAPER_ADAPTER_AUGMENTED` (the adapters' transfer remedy: also sink columns and a
-temperature, each p 0.3).
-
-The augmentations
-    * highlighted sink columns: 1–3 distinct columns (uniform count, the same columns in
-      every channel) get, in every row r and channel, the value ``m1 + (u − ½)(m1 − m2)``
-      added, where ``m1``/``m2`` are the row's largest and second-largest values and
-      ``u ~ U(0, 1)`` is drawn per column — the released code's sink magnitude
-      (``RandomHightlightColumns``). Unlike the released code, rows are *not* renormalised
-      afterwards (the released code augments raw OLA before preprocessing; our images are
-      already preprocessed and are standardised next), so exactly the chosen columns
-      change. Zero rows (padding) stay zero.
-    * Gaussian noise: i.i.d. ``N(0, σ²)`` added to every pixel, ``σ = noise_std_ratio ×`` a
-      channel's standard deviation (which image's: see the modes). No clipping or
-      renormalisation (the released code applies ReLU and renormalises rows, and computes
-      σ per row over non-outlier entries).
-    * temperature: every row sharpened or flattened by ``τ ~ U(0.5, 2)``
-      (:func:`apply_temperature`).
-
-Two modes (``Augmentation.mode``): the order in which random numbers are drawn
-    The classifier and the adapters were written with different draw orders, and their
-    trained weights depend on every draw, so both are kept, each bit for bit:
-
-    * ``"classifier"``: one coin per image for sink columns (``rand(B)``), then one per
-      image for noise (``rand(B)``), both drawn whatever the probabilities; then image by
-      image: its sink columns if its coin fell, then its noise if its coin fell (drawn for
-      that image only, in its dtype, σ from the channel of the *clean* image, so a
-      highlighted column does not inflate it). No temperature in this mode.
-    * ``"adapter"``: image by image: a temperature coin and τ (only when
-      ``temperature_p > 0``; applied to the image clamped at 0), then a sink coin and the
-      columns (only when ``sink_p > 0`` and the image has 2 columns or more); then, only
-      when ``noise_p > 0`` and ``noise_std_ratio > 0``, one coin per image (``rand(B)``)
-      and one noise tensor (torch's default dtype) for the whole batch, σ from the channel of the image
-      *after* temperature and sink columns (0 for a 1 × 1 image).
+:class:`Augmentation` holds the settings, :func:`augment_batch` applies them; presets
+:data:`PAPER_CLASSIFIER`, :data:`PAPER_ADAPTER`, :data:`PAPER_ADAPTER_AUGMENTED`. The rules, the
+two draw orders (``Augmentation.mode``) and where they differ from the released code:
+``docs/method.md#visual-classifier``.
 
 Importing this module does no work.
 """
@@ -76,9 +43,9 @@ class Augmentation:
         sink_p: probability, per image, of highlighting sink columns.
         min_columns, max_columns: how many columns (uniform, inclusive).
         noise_p: probability, per image, of adding Gaussian noise.
-        noise_std_ratio: noise std as a fraction of a channel's std (see the modes).
+        noise_std_ratio: noise std as a fraction of a channel's std.
         temperature_p: probability, per image, of a random temperature (``"adapter"`` mode only).
-        mode: the draw order, ``"classifier"`` or ``"adapter"`` (module doc, "Two modes").
+        mode: the draw order, ``"classifier"`` or ``"adapter"`` (``docs/method.md#visual-classifier``).
 
     Raises:
         ValueError: a probability outside [0, 1], a bad column range, a negative std ratio,
@@ -128,16 +95,13 @@ def highlight_sink_columns(
     min_columns: int = 1,
     max_columns: int = 3,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Add artificial attention-sink columns to one image (the rule in the module doc).
-
-    ``k ~ U{min_columns..max_columns}`` distinct columns are drawn (uniformly among the
-    columns that are non-zero in some channel; all columns if none is), ``u ~ U(0, 1)``
-    per column; in every channel and row r, column j gets
-    ``m1_r + (u_j − ½)(m1_r − m2_r)`` added (``m1_r ≥ m2_r`` the row's two largest
-    values). ``k`` is capped at the number of candidate columns.
+    """Add artificial attention-sink columns to one image: ``k ~ U{min_columns..max_columns}``
+    columns (capped at the non-zero ones), each row r of column j plus
+    ``m1_r + (u_j − ½)(m1_r − m2_r)``, ``u_j ~ U(0, 1)`` (the released code's
+    ``RandomHightlightColumns``; ``docs/method.md#visual-classifier``).
 
     Args:
-        image: ``(C, H, W)`` float tensor (not modified), ``W >= 2``.
+        image: ``(channel, query, key)`` float tensor (not modified), at least 2 keys.
         generator: a CPU ``torch.Generator`` (all randomness comes from it).
         min_columns, max_columns: range of the number of columns.
 
@@ -175,7 +139,7 @@ def add_gaussian_noise(
     """Add i.i.d. Gaussian noise of std ``std_ratio × std(reference)`` per channel.
 
     Args:
-        image: ``(C, H, W)`` float tensor (not modified).
+        image: ``(channel, query, key)`` float tensor (not modified).
         generator: a CPU ``torch.Generator``.
         std_ratio: noise std as a fraction of the reference channel's std.
         reference: the image whose per-channel std sets the scale (default ``image``);
@@ -193,13 +157,11 @@ def add_gaussian_noise(
 def apply_temperature(
     image: torch.Tensor, generator: torch.Generator, *, low: float = 0.5, high: float = 2.0
 ) -> torch.Tensor:
-    """Sharpen or flatten every row: ``τ ~ U(low, high)`` drawn once per image, each
-    non-negative entry raised to ``1/τ`` and each row rescaled to its original sum (so a
-    row-normalised map stays row-normalised; ``τ < 1`` sharpens, ``τ > 1`` flattens, as a
-    softmax temperature would). Zero entries and zero rows stay zero.
+    """Sharpen or flatten every row: ``τ ~ U(low, high)`` once per image, each entry raised to
+    ``1/τ`` and each row rescaled to its original sum; zero rows stay zero.
 
     Args:
-        image: ``(C, H, W)`` float tensor with non-negative entries (not modified).
+        image: ``(channel, query, key)`` float tensor with non-negative entries (not modified).
         generator: a CPU ``torch.Generator``.
         low, high: range of τ (``0 < low <= high``).
 
@@ -221,10 +183,11 @@ def apply_temperature(
 
 
 def augment_batch(x: torch.Tensor, generator: torch.Generator, aug: Augmentation = PAPER_CLASSIFIER) -> torch.Tensor:
-    """Apply :class:`Augmentation` to a batch, drawing in ``aug.mode``'s order (module doc).
+    """Apply :class:`Augmentation` to a batch, drawing in ``aug.mode``'s order
+    (``docs/method.md#visual-classifier``).
 
     Args:
-        x: ``(B, C, H, W)`` float CPU tensor (not modified).
+        x: ``(batch, channel, query, key)`` float CPU tensor (not modified).
         generator: a CPU ``torch.Generator`` (all randomness comes from it).
         aug: the augmentation settings.
 

@@ -1,38 +1,11 @@
 """Attention flow (Abnar & Zuidema 2020): the maximum flow from every output token to every input token through the layered graph of one sentence's attention, solved with scipy's integer max-flow.
 
-Pure tensor / scipy code: no model, no tokenizer. Source: Abnar, S. & Zuidema, W.,
-*Quantifying Attention Flow in Transformers*, ACL 2020 (``docs/method.md#attention-flow``).
-
-**The graph.** N + 1 layers of T nodes; layer 0 is the input tokens, layer N the outputs.
-Node ``k`` of layer ``l`` has an edge to node ``m`` of layer ``l − 1`` with capacity
-``Â_l[k, m]``, where ``Â_l = (A_l + I) / rowsum(A_l + I)`` and ``A_l`` is the head-averaged,
-post-softmax attention of layer ``l`` (rows sum to 1). The row renormalisation is what the
-authors' code does (``res_att_mat / res_att_mat.sum(axis=-1)``); for row-stochastic ``A``
-it is exactly ``(A + I) / 2``, and rows here are checked to sum to 1 within ``row_sum_tol``.
-``flow[i, j]`` is the value of a maximum flow from output node ``i`` (layer N) to input node
-``j`` (layer 0): T² max-flows per sentence. Unlike the authors' ``compute_flows``, each
-output's row is *not* divided by its sum (raw flows, each in ``[0, 1]``); OLAS's row
-renormalisation (``olas_utils.maths.sinks``) does that when an image needs it.
-
-**How it is solved.** Only ``Â_N[i, :]`` leaves the source and only ``Â_1[:, j]`` enters the
-sink, so the max-flow of a pair is that of a smaller graph: a super-source ``S`` with edges
-``Â_N[i, :]`` into layer N−1, the fixed middle layers N−1..1 (zero-capacity edges absent),
-and edges ``Â_1[:, j]`` from layer 1 into a super-sink ``Z``: ``(N − 2)·T² + 2T`` edges at
-most. Several pairs are solved in one ``scipy.sparse.csgraph.maximum_flow`` call as disjoint
-copies of that graph sharing ``S`` and ``Z`` (each copy's flow is read off its own source
-edges, and a maximum flow of disjoint copies is a maximum flow of each copy): scipy spends
-~0.7 ms per call on validation alone, more than a whole small flow. The CSR structure is built
-once per sentence; per call only the 2T source and sink capacities of each copy change. Pairs
-with no path of non-zero capacities (a causal model's upper triangle, padding) are 0 and are
-never solved. N = 1 needs no max-flow: ``flow = Â_1``, exactly.
-
-**Integer capacities.** scipy's max-flow needs integers: capacities are
-``round(Â · scale)`` (``DEFAULT_SCALE = 2**30``, the largest scale whose capacities and
-per-edge flows fit scipy's int32), flows are divided by ``scale``. Rounding moves every cut's
-capacity by at most ``|cut| / (2·scale)``, so each flow is within
-``E / (2·scale)`` of the exact one, ``E`` the pair graph's edge count (:func:`flow_error_bound`:
-2·10⁻⁵ for 64 tokens and 12 layers); the float32 result adds its own rounding (6·10⁻⁸ at 1).
-Dinic's and Edmonds–Karp's running times do not depend on the scale.
+Pure tensor / scipy code. ``flow[i, j]`` is the max-flow from output node ``i`` (layer N) to
+input node ``j`` (layer 0) with capacities ``Â_l = (A_l + I) / rowsum(A_l + I)`` (Abnar &
+Zuidema, *Quantifying Attention Flow in Transformers*, ACL 2020, Sec. 3), rows not divided by
+their sum; capacities ``round(Â · scale)`` (``DEFAULT_SCALE = 2**30``), error at most
+:func:`flow_error_bound`. The graph, how pairs are solved, the cost:
+``docs/method.md#attention-flow``.
 """
 
 from __future__ import annotations
@@ -100,7 +73,7 @@ def _as_stack(layers: torch.Tensor | Sequence[torch.Tensor]) -> np.ndarray:
 
 
 def _residual(layers, row_sum_tol: float) -> np.ndarray:
-    """``Â = (A + I) / rowsum(A + I)`` with padded tokens' nodes removed, float64 (N, T, T)."""
+    """``Â = (A + I) / rowsum(A + I)`` with padded tokens' nodes removed, float64 (layer, query, key)."""
     a = _as_stack(layers)
     n, t, _ = a.shape
     if not np.isfinite(a).all():
@@ -159,7 +132,7 @@ def _check_options(scale, method: str, pairs_per_call) -> None:
 
 
 def _reachable(caps: np.ndarray) -> np.ndarray:
-    """(T, T) bool: output i reaches input j through non-zero capacities (else the flow is 0)."""
+    """(query, key) bool: output i reaches input j through non-zero capacities (else the flow is 0)."""
     r = caps[-1] > 0
     for c in caps[-2::-1]:
         r = (r.astype(np.float32) @ (c > 0).astype(np.float32)) > 0
@@ -229,7 +202,7 @@ class _Copies:
 
 
 def _flow_rows(caps: np.ndarray, rows: Sequence[int], reach: np.ndarray, method: str, pairs_per_call: int | None):
-    """Integer flows of output rows ``rows`` (int64, (len(rows), T)); ``reach`` the rows' (len, T) bool."""
+    """Integer flows of output rows ``rows`` (int64, (row, key)); ``reach`` the rows' (row, key) bool."""
     n, t, _ = caps.shape
     out = np.zeros((len(rows), t), np.int64)
     if n == 1:
@@ -261,22 +234,20 @@ def attention_flow(
     ``i`` to input token ``j`` through its layers' attention graph (Abnar & Zuidema 2020).
 
     Args:
-        layers: ``(layer, T, T)`` tensor, or a sequence of N ``(T, T)`` tensors, lowest layer
-            first: each layer's head-averaged post-softmax attention (query rows, key
-            columns), e.g. ``extract_ola(..., layers=range(N))["layer:i"][s]``. Rows sum to 1;
-            an all-zero row in every layer marks a padded token (its node is removed, its row
-            and column of the result are 0, the rest equals the cropped sentence's flow).
+        layers: ``(layer, query, key)`` tensor, or a sequence of N ``(query, key)`` tensors,
+            lowest layer first: each layer's head-averaged post-softmax attention, e.g.
+            ``extract_ola(..., layers=range(N))["layer:i"][s]``. Rows sum to 1; an all-zero
+            row in every layer marks a padded token (its row and column of the result are 0).
         scale: capacities are ``round(Â · scale)``, integers in ``1..2**30``; the result is
             within :func:`flow_error_bound` of the exact flow.
-        method: scipy's ``"dinic"`` (default, measured fastest) or ``"edmonds_karp"``.
+        method: scipy's ``"dinic"`` (default) or ``"edmonds_karp"``.
         pairs_per_call: pairs solved per scipy call as disjoint copies (None: about
             40,000 edges' worth, 4 to 64 pairs); changes the speed, never the result.
         row_sum_tol: how far a row's sum may be from 1.
 
     Returns:
-        ``(T, T)`` float32 CPU tensor, rows outputs, columns inputs, each value in ``[0, 1]``
-        (not row-normalised). Zero wherever no path of non-zero attention joins ``i`` to
-        ``j``: above the diagonal for a causal model. N = 1 gives ``Â_1`` exactly.
+        ``(query, key)`` float32 CPU tensor (outputs × inputs), each value in ``[0, 1]``, not
+        row-normalised; 0 where no path of non-zero attention joins ``i`` to ``j``.
 
     Raises:
         ValueError: on a shape that is not ``(N, T, T)``, NaN/inf or negative weights, rows
@@ -295,8 +266,8 @@ def attention_flow(
 def flow_error_bound(num_tokens: int, num_layers: int, scale: int = DEFAULT_SCALE) -> float:
     """Largest possible difference between :func:`attention_flow` and the exact flow, from
     rounding the capacities: ``E / (2·scale)``, ``E = (N − 2)·T² + 2T`` the edges of one
-    pair's graph (each cut moves by at most half a unit per edge); 0 for N = 1 (exact).
-    The float32 result adds its own rounding, at most 2⁻²⁴ ≈ 6·10⁻⁸ of a value ≤ 1."""
+    pair's graph; 0 for N = 1 (``docs/method.md#attention-flow``). The float32 result adds at
+    most 2⁻²⁴ ≈ 6·10⁻⁸."""
     return _pair_edges(num_tokens, num_layers) / (2 * scale)
 
 
@@ -423,17 +394,15 @@ def attention_flow_many(
     """:func:`attention_flow` of many sentences, opt-in because it is costly (T² max-flows
     per sentence; :func:`flow_cost` estimates it), optionally over worker processes.
 
-    Every sentence is checked before any flow is solved. With ``progress`` the estimated cost
-    is printed first, then a progress bar counts max-flows. The result does not depend on
-    ``processes`` or ``pairs_per_call`` (integer max-flow values are unique).
+    Every sentence is checked before any flow is solved; the result does not depend on
+    ``processes`` or ``pairs_per_call``.
 
     Args:
-        per_sentence_layers: one ``(N, T_i, T_i)`` stack (or sequence of ``(T_i, T_i)``) per
-            sentence, cropped to its tokens, e.g.
+        per_sentence_layers: one ``(layer, query, key)`` stack (or sequence of ``(query,
+            key)``) per sentence, cropped to its tokens, e.g.
             ``[torch.stack([res[f"layer:{i}"][s] for i in range(N)]) for s in range(B)]``.
-        processes: worker processes (``concurrent.futures.ProcessPoolExecutor``, spawned,
-            one thread each); 1 (default) computes in this process. Work is split into
-            (sentence, block of output rows) tasks, so one long sentence also spreads.
+        processes: spawned worker processes of one thread each, given (sentence, block of
+            output rows) tasks; 1 (default) computes in this process.
         max_tokens: the longest sentence accepted (default 128: 16,384 max-flows); None
             for no cap.
         too_long: a sentence over ``max_tokens``: ``"error"`` (default) raises before any
@@ -442,7 +411,7 @@ def attention_flow_many(
         scale, method, pairs_per_call, row_sum_tol: as in :func:`attention_flow`.
 
     Returns:
-        One ``(T_i, T_i)`` float32 tensor per sentence (None for a skipped one), in order.
+        One ``(query, key)`` float32 tensor per sentence (None for a skipped one), in order.
 
     Raises:
         ValueError: on a sentence over ``max_tokens`` (with ``too_long="error"``), a bad
