@@ -1,42 +1,12 @@
 """Decoding dependency trees from arc scores (maximum spanning trees).
 
-Convention used by every function here
----------------------------------------
-``scores`` is a real ``(n+1, n+1)`` array (``numpy.ndarray``, ``torch.Tensor`` or nested
-lists) for a sentence of ``n`` words. Index 0 is the artificial ROOT and words are 1..n.
-``scores[dep, head]`` is the score of the arc ``head -> dep`` — the layout of a biaffine
-parser's output ``s[dep, head]`` (Dozat & Manning 2017). Row 0 (arcs *into* ROOT) and the
-diagonal (self-loops) are ignored; every other entry (rows 1..n, off-diagonal) must be
-finite (to forbid an arc, give it a very negative finite score). Scores are handled in
-float64.
-
-The result is a Python ``list[int]`` of length ``n``: element ``i-1`` is the head of word
-``i`` (1-based; 0 = ROOT), as in the HEAD column of CoNLL-U. The tree's score is
-``sum(scores[i, heads[i-1]] for i in 1..n)`` (see :func:`tree_score`).
-
-``single_root=True`` (the default, and the Universal Dependencies rule) requires exactly
-one word to attach to ROOT; ``False`` allows any number of root children.
-
-Algorithms
-----------
-* :func:`eisner` — projective trees (no crossing arcs, ROOT at position 0), Eisner (1996)
-  "Three new probabilistic models for dependency parsing", first-order O(n^3) dynamic
-  programme over complete/incomplete spans (as presented in Kübler, McDonald & Nivre 2009,
-  *Dependency Parsing*, ch. 4). Single root: the best tree is
-  ``scores[r, 0] + C_left[1..r] + C_right[r..n]`` maximised over the root child r, where
-  the complete spans are computed over the words only.
-* :func:`chu_liu_edmonds` — non-projective maximum spanning arborescence rooted at 0
-  (Chu & Liu 1965; Edmonds 1967; McDonald et al. 2005, "Non-projective dependency parsing
-  using spanning tree algorithms"), recursive cycle contraction. Single root: every root
-  arc is lowered by a constant ``M`` larger than any possible difference between two trees'
-  scores (``M > n·(max − min)``), so the best arborescence uses as few root arcs as
-  possible — exactly one, which is always feasible — and, the penalty being then the same
-  constant for every candidate, it is the best single-root tree. (Zmigrod, Vieira &
-  Cotterell 2020, "Please Mind the Root", EMNLP, survey exact single-root decoding; this
-  penalty reduction is exact but not their faster algorithm.)
-
-Ties are broken deterministically (first maximum in index order), but which of several
-equally scoring trees is returned is not specified.
+``scores`` is a real ``(dependent, head)`` array of ``n + 1`` rows and columns (numpy, torch or
+lists; index 0 = ROOT, words 1..n; ``scores[dep, head]`` scores the arc head → dep, a biaffine
+parser's layout, Dozat & Manning 2017), handled in float64; row 0 and the diagonal are ignored,
+every other entry must be finite. Heads come back as a length-n ``list[int]``, 1-based, 0 =
+ROOT (CoNLL-U HEAD). :func:`eisner`: projective, Eisner (1996), O(n³); :func:`chu_liu_edmonds`:
+non-projective, Chu & Liu (1965), Edmonds (1967). ``single_root=True`` (the UD rule, default)
+allows exactly one root child. Single-root reductions and ties: ``docs/method.md#ola-and-syntax``.
 """
 
 from __future__ import annotations
@@ -51,7 +21,7 @@ _NEG = -np.inf
 
 
 def _as_scores(scores: Any) -> np.ndarray:
-    """Validate and convert ``scores`` to a float64 ``(n+1, n+1)`` numpy array (a copy)."""
+    """Validate and convert ``scores`` to a float64 ``(dependent, head)`` numpy array (a copy)."""
     if hasattr(scores, "detach"):  # torch.Tensor
         scores = scores.detach().to("cpu").double().numpy()
     s = np.array(scores, dtype=np.float64, copy=True)
@@ -70,7 +40,7 @@ def tree_score(scores: Any, heads: list[int]) -> float:
     """Total score of a head assignment: ``sum_i scores[i, heads[i-1]]`` for words i = 1..n.
 
     Args:
-        scores: ``(n+1, n+1)`` arc scores, ``scores[dep, head]`` (module convention).
+        scores: ``(dependent, head)`` arc scores, ROOT at index 0 (module convention).
         heads: length-n list of 1-based heads (0 = ROOT).
 
     Returns:
@@ -155,14 +125,8 @@ def _eisner_backtrack(bC, bI, heads, a, b, d, complete):
 def eisner(scores: Any, single_root: bool = True) -> list[int]:
     """Highest-scoring **projective** dependency tree (Eisner 1996, O(n^3)).
 
-    Projective means no two arcs cross when drawn above the sentence with ROOT at
-    position 0 (equivalently: every word between a head and its dependent is a
-    descendant of that head).
-
     Args:
-        scores: ``(n+1, n+1)`` float array/tensor, ``scores[dep, head]`` = score of the arc
-            head -> dep; index 0 = ROOT; row 0 and the diagonal are ignored (see the module
-            docstring).
+        scores: ``(dependent, head)`` float array/tensor, ROOT at index 0 (module convention).
         single_root: exactly one word attaches to ROOT (True) or any number (False).
 
     Returns:
@@ -172,7 +136,7 @@ def eisner(scores: Any, single_root: bool = True) -> list[int]:
         ValueError: ``scores`` not square, smaller than 2×2, or with non-finite used entries.
 
     Source: Eisner (1996), COLING; the span formulation of Kübler, McDonald & Nivre (2009)
-    ch. 4. Single-root variant: see the module docstring.
+    ch. 4. Single-root variant: ``docs/method.md#ola-and-syntax``.
     """
     s = _as_scores(scores)
     n = s.shape[0] - 1
@@ -264,9 +228,7 @@ def chu_liu_edmonds(scores: Any, single_root: bool = True) -> list[int]:
     arborescence rooted at ROOT (Chu–Liu/Edmonds).
 
     Args:
-        scores: ``(n+1, n+1)`` float array/tensor, ``scores[dep, head]`` = score of the arc
-            head -> dep; index 0 = ROOT; row 0 and the diagonal are ignored (see the module
-            docstring).
+        scores: ``(dependent, head)`` float array/tensor, ROOT at index 0 (module convention).
         single_root: exactly one word attaches to ROOT (True) or any number (False).
 
     Returns:
@@ -275,9 +237,8 @@ def chu_liu_edmonds(scores: Any, single_root: bool = True) -> list[int]:
     Raises:
         ValueError: ``scores`` not square, smaller than 2×2, or with non-finite used entries.
 
-    Source: Chu & Liu (1965); Edmonds (1967); as used for parsing by McDonald et al.
-    (2005). Single-root constraint by a uniform root-arc penalty larger than any tree score
-    difference (exact; see the module docstring).
+    Source: Chu & Liu (1965); Edmonds (1967); McDonald et al. (2005). Single root: a uniform
+    root-arc penalty larger than any tree score difference (exact; ``docs/method.md#ola-and-syntax``).
     """
     s = _as_scores(scores)
     n = s.shape[0] - 1
@@ -295,7 +256,7 @@ def decode_tree(scores: Any, algorithm: str = "mst", single_root: bool = True) -
     """Decode a dependency tree from arc scores with the chosen algorithm.
 
     Args:
-        scores: ``(n+1, n+1)`` float array/tensor, ``scores[dep, head]`` (module convention).
+        scores: ``(dependent, head)`` float array/tensor, ROOT at index 0 (module convention).
         algorithm: ``"mst"`` (Chu–Liu/Edmonds, non-projective; aliases ``"cle"``,
             ``"chu_liu_edmonds"``), ``"eisner"`` (projective) or ``"greedy"`` (each word's
             highest-scoring head other than itself, ROOT included: no tree constraint, what

@@ -1,24 +1,10 @@
 """Training-free syntactic probes of word-level OLA maps (our extension of ``docs/method.md#ola-and-syntax``).
 
-The paper trains a parser on OLA; these probes ask, without any training, how much of a
-gold dependency tree can be read directly off a word-level map ``M`` (``(W, W)``, row =
-attending word, column = attended word, e.g. from :func:`olas_utils.align.pool_to_words`):
-
-* :func:`strongest_word_probe` — does each word attend most strongly (self excluded) to
-  its gold head, to one of its gold dependents, or to either? (In the spirit of Clark et
-  al. 2019, "What does BERT look at?", who read dependency relations off attention argmaxes.)
-* :func:`mst_uuas` — the undirected maximum spanning tree of the symmetrised map
-  ``M + Mᵀ``, scored by undirected unlabelled attachment (UUAS) against the gold tree's
-  word–word edges (as in the structural probe of Hewitt & Manning 2019, and the MST
-  extraction of Raganato & Tiedemann 2018 / Mareček & Rosa 2019).
-* :func:`probe_corpus` aggregates both; :func:`adjacent_baseline` gives the scores of the
-  trivial "neighbouring word" predictor, the floor a reader needs to judge them by
-  (English dependencies are mostly short).
-
-Conventions: ``heads`` is the CoNLL-U HEAD column of one sentence — a length-W list of
-1-based heads, 0 for the root word. Word i (0-based) has gold head word ``heads[i] - 1``
-unless ``heads[i] == 0``; its gold dependents are the words j with ``heads[j] == i + 1``.
-Sentences with fewer than 2 words contribute nothing to any count.
+A word map ``M`` is ``(query, key)`` over words (from :func:`olas_utils.align.pool_to_words`);
+``heads`` is a sentence's CoNLL-U HEAD column (1-based, 0 = root). :func:`strongest_word_probe`
+(argmax per row, Clark et al. 2019), :func:`mst_uuas` (maximum spanning tree of ``M + Mᵀ``,
+Hewitt & Manning 2019), :func:`adjacent_baseline` (the neighbouring-word floor); sentences of
+fewer than 2 words count nothing. ``docs/method.md#ola-and-syntax``.
 """
 
 from __future__ import annotations
@@ -40,7 +26,7 @@ __all__ = [
 
 
 def _as_map(word_map: Any, w: int) -> np.ndarray:
-    """Convert a ``(W, W)`` map (torch/numpy/lists) to float64 numpy and validate it."""
+    """Convert a ``(query, key)`` word map (torch/numpy/lists) to float64 numpy and validate it."""
     if hasattr(word_map, "detach"):
         word_map = word_map.detach().to("cpu").double().numpy()
     m = np.asarray(word_map, dtype=np.float64)
@@ -85,13 +71,11 @@ def gold_edges(heads: Sequence[int]) -> set[frozenset[int]]:
 def strongest_word_probe(word_map: Any, heads: Sequence[int]) -> dict[str, int]:
     """Count how often each word's most-attended other word is its gold head / a dependent.
 
-    For each word i, ``j* = argmax_{j != i} word_map[i, j]`` (first maximum on ties).
-    ``head`` counts words whose j* is their gold head (only words with a word head can
-    score; their number is ``n_head``); ``dependent`` counts words whose j* is one of their
-    gold dependents; ``either`` counts words with either (head or dependent).
+    ``j* = argmax_{j != i} word_map[i, j]`` (first maximum on ties), compared with word i's gold
+    head (``head``, of ``n_head`` words), its gold dependents (``dependent``) or either.
 
     Args:
-        word_map: ``(W, W)`` tensor/array, row = attending word, column = attended word.
+        word_map: ``(query, key)`` word map, tensor or array.
         heads: length-W list of 1-based gold heads (0 = root).
 
     Returns:
@@ -128,15 +112,11 @@ def strongest_word_probe(word_map: Any, heads: Sequence[int]) -> dict[str, int]:
 def mst_uuas(word_map: Any, heads: Sequence[int]) -> dict[str, int]:
     """Undirected maximum spanning tree of ``M + Mᵀ`` scored against the gold tree (UUAS counts).
 
-    The tree maximises the summed symmetrised weight ``S[i, j] = M[i, j] + M[j, i]`` over
-    all spanning trees of the W words. It is computed with
-    ``scipy.sparse.csgraph.minimum_spanning_tree`` on costs ``max(S) - S + 1`` (strictly
-    positive, because scipy reads 0 as "no edge"; a spanning tree always has W-1 edges, so
-    minimising this cost maximises S). Ties between equal-weight trees are resolved by
-    scipy.
+    ``S = M + Mᵀ``; scipy's ``minimum_spanning_tree`` on costs ``max(S) − S + 1``
+    (``docs/method.md#ola-and-syntax``); ties resolved by scipy.
 
     Args:
-        word_map: ``(W, W)`` tensor/array (row = attending word).
+        word_map: ``(query, key)`` word map, tensor or array.
         heads: length-W list of 1-based gold heads (0 = root).
 
     Returns:
@@ -180,7 +160,7 @@ def probe_corpus(maps_list: Sequence[Any], heads_list: Sequence[Sequence[int]]) 
     """Run both probes over a corpus and pool the counts into rates.
 
     Args:
-        maps_list: one ``(W_s, W_s)`` word map per sentence.
+        maps_list: one ``(query, key)`` word map per sentence.
         heads_list: the matching 1-based gold heads per sentence.
 
     Returns:
@@ -242,15 +222,9 @@ def adjacent_counts(heads: Sequence[int]) -> dict[str, int]:
 
 
 def adjacent_baseline(heads_list: Sequence[Sequence[int]]) -> dict:
-    """Scores of the trivial neighbouring-word predictor (no model), to judge the probes by.
-
-    * UUAS of the left-to-right chain tree (edges ``{i, i+1}``), against the gold
-      word–word edges (root attachment excluded), pooled over the corpus;
-    * the strongest-word probe rates of two pointer baselines: ``next`` (each word points
-      to the following word; the last word to the previous one) and ``prev`` (each word
-      points to the preceding word; the first word to the following one).
-
-    Sentences with fewer than 2 words are skipped, as in the probes.
+    """Scores of the trivial neighbouring-word predictor (no model), to judge the probes by: UUAS
+    of the chain tree ``{i, i+1}`` and the strongest-word rates of the ``next`` and ``prev``
+    pointers (``docs/method.md#ola-and-syntax``).
 
     Args:
         heads_list: per sentence, the length-W list of 1-based gold heads (0 = root).
