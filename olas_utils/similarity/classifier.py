@@ -1,61 +1,12 @@
 """Training the paper's visual classifier: which chunk does an OLA image come from? (``docs/method.md#visual-classifier``)
 
-A ResNet-18 is trained to tell which text chunk (class = chunk index, e.g. 1,000 classes
-in the paper, about 200 in the quick profile) an OLA image comes from, on the images of
-one or more SOURCE language models, and is then tested on the images of an unseen
-TARGET model. High target accuracy means the target's OLA of a chunk looks like the
-sources' OLA of the same chunk: the cross-model commonality.
-
-Inputs are plain arrays: per model, a float array ``(n_chunks, C, S, S)`` (one channel
-per OLA order, or per key; ``(n_chunks, S, S)`` is taken as ``C = 1``), image ``i`` of
-every model being chunk ``i`` — the layout that the cached extraction produces per model
-and key (combine keys into channels with
-:func:`olas_utils.similarity.inputs.stack_channels`).
-
-The pieces: input conversion and standardisation in :mod:`olas_utils.similarity.inputs`,
-the augmentations in :mod:`olas_utils.maths.augment`, the network in
-:mod:`olas_utils.similarity.resnet`, the trained classifier in
-:mod:`olas_utils.similarity.result`, evaluation in :mod:`olas_utils.similarity.evaluation`.
-
-Training (paper hyper-parameters)
-    SGD, lr 0.007, momentum 0.9, weight decay 5e-4, batch 20, cross-entropy, a fixed
-    number of epochs; no learning-rate schedule.
-
-Model selection — never on the target (the released script selected its weights on the
-test set, and even reloaded the best test weights during training; we do not)
-    The classes are the chunks, so every chunk has to be seen in training and no chunk
-    can be held out. Selection therefore holds out *models* or uses perturbed copies:
-
-    * ``select_on=<source name>`` (default with ≥ 2 sources: the last one in the dict):
-      leave-one-source-out. Train on the other sources, evaluate the held-out source's
-      (clean) images after every epoch, keep the epoch with the highest top-1 (ties: lower
-      loss, then earlier epoch). With ``refit=True`` a fresh network (same seed) is then
-      trained on *all* sources for the chosen number of epochs.
-    * ``select_on=SELECT_AUGMENTED`` (default with 1 source): train on all sources and
-      select on one fixed, seeded, always-augmented copy of their images (sink columns and
-      noise both applied, probability 1). A weak criterion — it measures robustness to
-      the augmentations, not transfer to another model — and said so in the result.
-    * ``select_on=SELECT_LAST``: no selection, the last epoch is kept.
-
-    Target images are never an input of the selection: :func:`train_classifier` only
-    takes them through ``monitor=``, which records per-epoch accuracy for plots (e.g. to
-    show what test-set selection would have reported) and is tested to leave the chosen
-    epoch and weights unchanged.
-
-Determinism
-    For a given seed, on CPU, results are bit-identical: the network is initialised under
-    ``torch.manual_seed(seed)`` inside a forked RNG (the global RNG is untouched), and
-    batch shuffling and augmentation use private ``torch.Generator`` objects seeded from
-    ``numpy.random.SeedSequence(seed)``. On CUDA, cuDNN may be non-deterministic.
-
-Example::
-
-    from olas_utils.similarity.classifier import train_classifier
-    from olas_utils.similarity.evaluation import evaluate
-    from olas_utils.similarity.result import ClassifierResult
-    res = train_classifier({"qwen": q, "gemma": g}, select_on="gemma", epochs=10)
-    evaluate(res, smollm_images)           # Accuracy(top1=..., top5=..., n=...)
-    res.save("clf.pt"); res2 = ClassifierResult.load("clf.pt")
+A ResNet-18 is trained on the images of SOURCE models (class = chunk index) and tested on an
+unseen TARGET model. Inputs: per model a float array ``(chunk, channel, query, key)`` (or
+``(chunk, query, key)``, one channel), image ``i`` of every model being chunk ``i``. Paper
+settings: SGD, lr 0.007, momentum 0.9, weight decay 5e-4, batch 20, cross-entropy, no schedule.
+The epoch is never selected on the target (:data:`SELECT_AUGMENTED`, :data:`SELECT_LAST` or a
+held-out source); why, and determinism: ``docs/method.md#visual-classifier``; usage:
+``docs/guide.md#train-the-visual-classifier-on-your-own-images``.
 
 Importing this module does no work (``torchvision`` is imported when a network is built).
 """
@@ -181,10 +132,11 @@ def train_classifier(
     min_epochs: int = 1,
 ) -> ClassifierResult:
     """Train the chunk classifier on SOURCE models' OLA images, selecting the epoch without
-    ever looking at the target (see the module doc, "Model selection").
+    ever looking at the target (``docs/method.md#visual-classifier``).
 
     Args:
-        train_images: source model name → images ``(n, C, S, S)`` (or ``(n, S, S)``);
+        train_images: source model name → images ``(chunk, channel, query, key)`` (or
+            ``(chunk, query, key)``);
             image i of every model is chunk i (class i). Only source models belong here.
         select_on: the source model to hold out for epoch selection (leave-one-source-out);
             :data:`SELECT_AUGMENTED` to select on a fixed augmented copy of the sources;
@@ -208,9 +160,7 @@ def train_classifier(
             for this many epochs (``epochs`` is then the maximum); None trains all
             ``epochs``. Needs a selection set (not :data:`SELECT_LAST`).
         min_epochs: with ``patience``, never stop before this many epochs (the chosen epoch
-            is still the best of all epochs run, possibly an earlier one). The default, 1,
-            lets the patience rule stop at any epoch (the behaviour without this argument).
-            Ignored without ``patience``.
+            is still the best of all epochs run). Ignored without ``patience``.
 
     Returns:
         A :class:`ClassifierResult` holding the selected weights.

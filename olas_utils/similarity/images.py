@@ -2,38 +2,11 @@
 
 :func:`to_image` makes every image of the cache; :data:`PROTOCOLS`, :data:`RESIZE` and
 :data:`PREPROCESSING` describe it and are recorded in each cache's manifest (a changed
-character invalidates every existing cache).
-
-Protocols (images are ``image_size × image_size`` float32), all made from **one** forward
-pass per model (:func:`~olas_utils.similarity.imagecache.extract_protocols`):
-
-``"released"`` the authors' released retrieval/classifier pre-processing, reproduced so our
-             numbers can be set beside the paper's (``docs/method.md#released-code``): subword level
-             with each model's special tokens; the causal flag is never passed, so causal
-             maps are treated as bidirectional — outlier statistics over the *whole* row
-             (the empty upper triangle included), no symmetrisation; torchvision ``Resize``
-             (bilinear, antialias) to S × S; retrieval ties won by the first index
-             (:data:`TIES`).
-``"paper"``  the paper's method as the paper states it: subword level, each model's own
-             special tokens kept (``level="subword"``), causal maps handled as causal
-             (steps 1–3 below).
-``"word"``   OLAS protocol: word-level maps (``level="word"``, neutral pooling: each key's
-             map divided by its value under uniform attention, special tokens dropped, see
-             :func:`olas_utils.align.pool_to_words`), so every model has the same W × W grid
-             and tokenisation alone leaves no trace; with 50-word chunks and
-             ``image_size=50`` no resize happens at all.
-
-Pre-processing of ``"paper"`` and ``"word"``, the same for every key (OLA orders, rollout,
-single layers), from ``docs/method.md#sinks-and-pre-processing`` via :func:`olas_utils.maths.sinks.preprocess`:
-
-1. outliers (attention sinks) zeroed: per row, over the valid positions (lower triangle
-   for causal models), entries above mean + 3σ plus the row's argmax
-   (:func:`olas_utils.maths.sinks.outlier_mask`);
-2. every row renormalised to sum 1 (this also makes rollout's scale irrelevant);
-3. causal models: the transposed lower triangle is copied into the upper triangle;
-4. resize to ``image_size × image_size`` with ``torch.nn.functional.interpolate(x,
-   size=(S, S), mode="bilinear", align_corners=False, antialias=True)`` (area-weighted
-   when shrinking); skipped when the map already has that size.
+character invalidates every existing cache). Protocols ``"released"``, ``"paper"``, ``"word"``
+(``docs/method.md#protocols``); pre-processing :func:`olas_utils.maths.sinks.preprocess`
+(``docs/method.md#sinks-and-pre-processing``): outliers above mean + 3σ and the row's argmax
+zeroed, rows renormalised, causal maps symmetrised, then a bilinear antialiased resize to
+``image_size × image_size``.
 
 Importing this module does no work.
 """
@@ -86,21 +59,20 @@ PREPROCESSING: dict[str, str] = {
 def to_image(m: torch.Tensor, *, causal: bool, image_size: int = 50, protocol: str = "paper") -> torch.Tensor:
     """One sentence's map as a pre-processed ``image_size × image_size`` image.
 
-    ``"paper"``/``"word"``: outliers zeroed, rows renormalised, causal maps symmetrised
-    (:func:`olas_utils.maths.sinks.preprocess` with ``remove_sinks=True``), then resized with
-    bilinear interpolation, ``align_corners=False``, ``antialias=True`` (no resize if the
-    map is already ``image_size`` wide). ``"released"``: the same with ``causal`` ignored
-    (outlier statistics over the whole row, no symmetrisation), resized with torchvision.
+    ``"paper"``/``"word"``: :func:`olas_utils.maths.sinks.preprocess` (``remove_sinks=True``), then
+    ``interpolate(..., mode="bilinear", align_corners=False, antialias=True)`` unless already
+    ``image_size`` wide; ``"released"``: ``causal`` ignored, torchvision's resize
+    (``docs/method.md#protocols``).
 
     Args:
-        m: ``(T, T)`` map (any float dtype): subword level for ``"paper"``/``"released"``,
+        m: ``(query, key)`` map (any float dtype): subword level for ``"paper"``/``"released"``,
             word level (already pooled) for ``"word"``.
         causal: the model is causal.
         image_size: S.
         protocol: a key of :data:`PROTOCOLS`.
 
     Returns:
-        ``(S, S)`` float32 tensor on the CPU.
+        ``(image_size, image_size)`` float32 tensor on the CPU.
 
     Raises:
         ValueError: if ``m`` is not square 2-D, ``image_size < 1`` or the protocol is unknown.
@@ -135,20 +107,12 @@ def to_image(m: torch.Tensor, *, causal: bool, image_size: int = 50, protocol: s
 
 
 def causal_view(images: np.ndarray) -> np.ndarray:
-    """What a causal model could have attended to, from encoders' images: each image's lower
-    triangle (diagonal included) with its transpose copied into the upper triangle, the form
-    that the :data:`SYMMETRISED` protocols give a causal model's map (step 3 of the module's
-    pre-processing). An encoder's image and a causal model's image of the same chunk are then
-    compared on the same entries (query attends to an earlier or the same position).
-
-    The view is taken of the finished image: the encoder's rows were renormalised over the whole
-    row and (``"paper"``) resized before, so it is not the image of the encoder's map masked to
-    its lower triangle before pre-processing; for the ``"word"`` protocol with 50-word chunks and
-    50-pixel images nothing is resized and the lower triangle is exactly the map's. A causal
-    model's own image of these protocols is left unchanged (it is already symmetric).
+    """What a causal model could have attended to, from encoders' finished images:
+    ``M[i, j] = I[max(i, j), min(i, j)]``, the form the :data:`SYMMETRISED` protocols give a causal
+    model's map (``docs/method.md#across-the-families``); a causal model's image is unchanged.
 
     Args:
-        images: ``(..., S, S)`` array.
+        images: ``(..., query, key)`` array.
 
     Returns:
         A new float array of the same shape, symmetric in its last two axes.

@@ -2,25 +2,11 @@
 design notebook 02's quick profile uses (chosen on held-out-source accuracy in
 ``benchmarks/classifier_designs.py``, never on the target's).
 
-Each image ``(C, S, S)`` is average-pooled to ``(C, P, P)`` (``P`` = ``pool_size``,
-``torch.nn.functional.adaptive_avg_pool2d``), standardised per image and channel
-(:func:`olas_utils.similarity.inputs.standardize`) and flattened; scikit-learn's
-``LogisticRegression`` (lbfgs, multinomial, L2 penalty of strength ``1 / C``) is fitted on the
-source models' features, one class per chunk. The regularisation ``C`` is the one model-selection
-choice, made like the ResNet's epoch (:mod:`olas_utils.similarity.classifier`, "Model selection"):
-on a held-out *source* model (leave-one-source-out), or with a single source on a fixed, seeded,
-always-augmented copy of its images; never on the target. The fit is deterministic (lbfgs from
-zeros): a seed changes only the augmented selection copy.
-
-Speed: the matrices of one fit are small (a few hundred images × C·P² features × one class per
-chunk), so a second BLAS thread does not pay for its synchronisation: on 2 cores 11 fits took
-3.1× as long with 2 OpenBLAS threads as with 1 (``benchmarks/README.md``). :func:`train_logistic_many` therefore fits
-with one BLAS thread per fit, several fits side by side in worker processes
-(``benchmarks/logistic_speed.py`` measures both against the plain call in one run). The
-results are not bit for bit those of a two-thread fit: another summation order can send lbfgs
-along a slightly different path to the same tolerance. On 11 real cells the chosen ``C`` was the
-same in all, the iterations and target ranks in 9, target top-1 at most 1 image in 128 apart,
-weights at most 3.3e-3 apart.
+Each ``(channel, query, key)`` image is average-pooled to ``(channel, P, P)``, standardised per
+image and channel and flattened; scikit-learn's ``LogisticRegression`` (lbfgs, multinomial, L2 of
+strength ``1 / C``) is fitted on the sources' features, one class per chunk; ``C`` is chosen on a
+held-out source (or an augmented copy), never on the target. Why one BLAS thread per fit, and
+what that changes: ``docs/method.md#visual-classifier``.
 
 Importing this module does no work (scikit-learn is imported when a model is fitted).
 """
@@ -52,8 +38,9 @@ LOGISTIC_CS: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0)
 
 
 def logistic_features(images: torch.Tensor, pool_size: int) -> np.ndarray:
-    """``(n, C, S, S)`` images → ``(n, C·P²)`` float64 features: average-pooled to ``P × P``
-    (``P = pool_size``; ``S`` itself when smaller), standardised per image and channel, flattened."""
+    """``(chunk, channel, query, key)`` images → ``(chunk, channel·P²)`` float64 features:
+    average-pooled to ``P × P`` (``P = pool_size``; the image side itself when smaller),
+    standardised per image and channel, flattened."""
     x = as_images(images, name="images")
     p = min(int(pool_size), int(x.shape[-1]))
     return standardize(F.adaptive_avg_pool2d(x.float(), p)).flatten(1).numpy().astype(np.float64)
@@ -104,7 +91,8 @@ class LogisticResult:
         return self.cs.index(self.c) + 1
 
     def logits(self, images) -> torch.Tensor:
-        """Decision scores ``(n, n_classes)`` float32 of ``images`` ``(n, C, S, S)`` (of the training shape).
+        """Decision scores ``(chunk, class)`` float32 of ``images`` ``(chunk, channel, query, key)``
+        (of the training shape).
 
         Raises:
             ValueError: images of another channel count or size.
@@ -144,8 +132,8 @@ def train_logistic(
     """Fit the logistic chunk classifier on source models' images, choosing ``C`` without the target.
 
     Args:
-        train_images: source model name → images ``(n, C, S, S)`` (or ``(n, S, S)``); image i of
-            every model is chunk i (class i).
+        train_images: source model name → images ``(chunk, channel, query, key)`` (or ``(chunk,
+            query, key)``); image i of every model is chunk i (class i).
         select_on: the source held out to choose ``C`` (default: the last, with at least 2 sources);
             with one source, ``C`` is chosen on a fixed augmented copy of it (sink columns and noise
             always applied, seeded by ``seed``, :data:`olas_utils.maths.augment.PAPER_CLASSIFIER`).
@@ -273,11 +261,8 @@ def train_logistic_many(
 ) -> list[LogisticResult]:
     """:func:`train_logistic` for many cells, each fit with one BLAS thread, ``workers`` fits at a time.
 
-    Each result is what :func:`train_logistic` returns for the job at one BLAS thread, whether a
-    worker or this process fitted it (bit for bit); against a fit at another thread count it may
-    differ by rounding along lbfgs's path (module docstring: the same ``C``, top-1 within an
-    image in the measured cells). One BLAS thread per fit is faster on small matrices like
-    these, and the workers share the cores.
+    Each result is bit for bit :func:`train_logistic`'s at one BLAS thread, whether a worker or
+    this process fitted it (``docs/method.md#visual-classifier``).
 
     Args:
         jobs: keyword arguments of :func:`train_logistic`, one mapping per fit; ``train_images``
@@ -299,6 +284,7 @@ def train_logistic_many(
             what :func:`train_logistic` raises.
     """
     from threadpoolctl import threadpool_limits
+
     from olas_utils.infra.progress import tqdm
 
     ready = []
