@@ -1,26 +1,11 @@
 """The similarity corpus: chunks of consecutive words from whole documents.
 
-The paper (Liang et al., NeurIPS 2025; ``docs/method.md#corpus``) compares models on
-2,000 chunks of 50 consecutive words cut from CoNLL-2012 English *training documents*
-(chunks cross sentence boundaries) and uses the first 1,000. CoNLL-2012 (OntoNotes) is
-LDC-licensed and not shipped, so OLAS uses a stand-in with the same shape:
-
-* ``source="conll2003"`` (default): CoNLL-2003 English ``train`` (Reuters news, 946
-  documents, 3,609 chunks of 50 words); documents from the reader's ``doc_id`` column
-  (:func:`olas_utils.data.load_conll2003`).
-* ``source="ewt"``: UD English-EWT ``train`` (web text, 540 documents, 3,822 chunks of 50
-  words); a document is a run of consecutive sentences whose ``sent_id`` shares the prefix
-  before its last ``-`` (``reviews-319816-0027`` → ``reviews-319816``)
-  (:func:`olas_utils.data.load_ud_ewt`).
-
-**Chunking rule** (deterministic; documented so it can be reproduced elsewhere):
-
-1. each document's words are concatenated in file order (sentence boundaries dropped);
-2. each document is cut into consecutive, non-overlapping chunks of ``chunk_words``
-   words starting at its first word; the remainder (< ``chunk_words`` words) is dropped,
-   so no chunk crosses a document boundary;
-3. all chunks, in document order then position order, are permuted with
-   ``numpy.random.default_rng(seed).permutation`` and the first ``n_chunks`` are returned.
+A stand-in for the paper's 50-word chunks of CoNLL-2012 training documents (Liang et al.,
+NeurIPS 2025): ``source="conll2003"`` (default, :func:`olas_utils.data.load_conll2003`) or
+``"ewt"`` (:func:`olas_utils.data.load_ud_ewt`). Rule: each document's words concatenated, cut
+into non-overlapping ``chunk_words`` chunks from its first word (remainder dropped), all chunks
+permuted with ``numpy.random.default_rng(seed).permutation``, the first ``n_chunks`` kept
+(``docs/method.md#corpus``).
 
 Importing this module does no work; data are read on first call.
 """
@@ -60,7 +45,7 @@ def documents(source: str = "conll2003", data_dir: str | os.PathLike | None = No
     """The training documents of a corpus source, each as its key and concatenated words.
 
     Args:
-        source: ``"conll2003"`` or ``"ewt"`` (see the module docstring).
+        source: ``"conll2003"`` or ``"ewt"`` (``docs/method.md#corpus``).
         data_dir: data folder; see :func:`olas_utils.infra.settings.data_dir`.
 
     Returns:
@@ -138,10 +123,8 @@ def build_chunks(
 ) -> list[list[str]]:
     """The similarity corpus: ``n_chunks`` chunks of ``chunk_words`` consecutive words.
 
-    Stand-in for the paper's 50-word CoNLL-2012 chunks; see the module docstring for the
-    sources and the exact chunking rule (non-overlapping chunks inside one document,
-    remainder dropped, seeded permutation, first ``n_chunks``). Deterministic for given
-    arguments and data files.
+    The module's chunking rule (``docs/method.md#corpus``); deterministic for given arguments and
+    data files.
 
     Args:
         source: ``"conll2003"`` (default) or ``"ewt"``.
@@ -164,9 +147,8 @@ def build_chunks(
 def corpus_hash(chunks: Sequence[Sequence[str]]) -> str:
     """SHA-256 (hex) of a corpus's canonical JSON.
 
-    The canonical form is :func:`olas_utils.infra.fingerprint.canonical_json` of
-    ``[[word, ...], ...]`` (no whitespace, non-ASCII kept) encoded as UTF-8: it depends on
-    the words and their order only (not on list/tuple types).
+    Of :func:`olas_utils.infra.fingerprint.canonical_json` of ``[[word, ...], ...]`` as UTF-8: the
+    words and their order only.
 
     Raises:
         TypeError: if a word is not a string.
