@@ -29,6 +29,8 @@ __all__ = [
     "extract_gallery",
     "gallery_figures",
     "gallery_caption",
+    "FAMILY_SUFFIX",
+    "FAMILY_TITLE",
     "without_sinks",
 ]
 
@@ -158,9 +160,16 @@ def without_sinks(m: torch.Tensor, *, causal: bool) -> torch.Tensor:
     return renormalize_rows(remove_outliers(m, outlier_mask(m, causal=causal)))
 
 
-def gallery_caption(gallery: Sequence[GalleryModel], i: int, k: int) -> str:
+#: File-name suffix of each family's gallery figure (``ola_gallery_s{i}_order{k}_<suffix>.png``).
+FAMILY_SUFFIX: dict[bool, str] = {False: "encoders", True: "causal"}
+#: Title of each family's group of panels.
+FAMILY_TITLE: dict[bool, str] = {False: "Encoders (bidirectional)", True: "Causal LMs"}
+
+
+def gallery_caption(gallery: Sequence[GalleryModel], i: int, k: int, *, shared_scale: bool = True) -> str:
     """The caption under a gallery figure: models (layers, encoder or causal), order,
-    protocol (word pooling, sink removal) and sizes (sentence ``i`` of how many, words).
+    protocol (word pooling, sink removal), sizes (sentence ``i`` of how many, words) and
+    colour scale (one per row, or one per panel).
 
     Raises:
         IndexError: if sentence ``i`` was not extracted.
@@ -172,31 +181,55 @@ def gallery_caption(gallery: Sequence[GalleryModel], i: int, k: int) -> str:
         if k == 1
         else f"the mean over all products of {k} distinct layers' head-averaged attention"
     )
+    scale = (
+        "the panels of a row share one colour scale (range on the row's bar), so models compare by eye"
+        if shared_scale
+        else "each panel has its own colour scale (range on its bar)"
+    )
     return (
         f"Models: {models}. Order {k}: {order}. Protocol: word level, neutral pooling (each entry is the "
         f"attention divided by what uniform attention would give the same word pair, so 1 = uniform and "
         f"tokenisation alone leaves no trace; special tokens left out); bottom row: attention-sink outliers "
         f"(entries above row mean + 3 sd, and each row's maximum) zeroed and rows renormalised. "
         f"Sizes: sentence {i + 1} of {len(gallery[0].maps)}, {len(words)} words, so each map is "
-        f"{len(words)}x{len(words)}; each panel has its own colour scale (range on its bar)."
+        f"{len(words)}x{len(words)}; {scale}."
     )
 
 
 def gallery_figures(
-    gallery: Sequence[GalleryModel], orders: Sequence[int], out_dir: str | Path, *, close: bool = True
+    gallery: Sequence[GalleryModel],
+    orders: Sequence[int],
+    out_dir: str | Path,
+    *,
+    close: bool = True,
+    by_family: bool = True,
+    shared_scale: bool = True,
+    max_cols: int | None = 4,
+    dpi: int = 110,
 ) -> list[Path]:
-    """One figure per sentence and order: top row with sinks, bottom row without, models as
-    columns grouped into encoders and causal LMs. Saved as
-    ``out_dir/ola_gallery_s{i}_order{k}.png``.
+    """The gallery's figures, one per sentence and order (and family): top row with sinks,
+    bottom row without, one panel per model.
+
+    By default one figure per family, ``out_dir/ola_gallery_s{i}_order{k}_encoders.png`` and
+    ``..._causal.png`` (:data:`FAMILY_SUFFIX`), at most ``max_cols`` panels side by side
+    (the zoo's 7 encoders: 4 + 3) and one colour scale per row, so a figure stays under
+    1,600 px wide at 110 dpi and its models compare by eye. ``by_family=False`` draws every
+    model in one figure, ``out_dir/ola_gallery_s{i}_order{k}.png``, grouped into encoders and
+    causal LMs (no wrapping, so wide for a full zoo).
 
     Args:
         gallery: from :func:`extract_gallery` (same sentences for every model).
         orders: orders to draw (each extracted).
         out_dir: folder for the PNG files (created).
         close: close each figure after saving (frees memory in long runs).
+        by_family: one figure per family (else one for all models).
+        shared_scale: one colour scale per row (else one per panel,
+            :func:`olas_utils.studies.plots.grouped_heatmaps`).
+        max_cols: most panels side by side in a family's figure (None: one line).
+        dpi: resolution of the saved PNGs.
 
     Returns:
-        The written paths, sentence-major.
+        The written paths, sentence-major, then order, then family (encoders first).
 
     Raises:
         KeyError: if an order was extracted for no model (models shallower than an order
@@ -212,22 +245,34 @@ def gallery_figures(
             have = [g for g in gallery if key in g.maps.keys()]  # a model shallower than k has no order k
             if not have:
                 raise KeyError(f"order {k} was not extracted for any model")
-            n_enc = sum(not g.is_causal for g in have)
-            groups = [(t, n) for t, n in (("Encoders (bidirectional)", n_enc), ("Causal LMs", len(have) - n_enc)) if n]
-            rows = [[], []]
-            for g in have:
-                m = g.maps[key][i]
-                words = g.maps.words[i]
-                rows[0].append((g.name, m, words))
-                rows[1].append((g.name, without_sinks(m, causal=g.is_causal), words))
-            fig = grouped_heatmaps(
-                rows,
-                row_titles=["with sinks", "sinks removed"],
-                group_titles=groups,
-                suptitle=f"Order-{k} OLA, word level — sentence {i + 1}: " + _short(" ".join(gallery[0].maps.words[i])),
-                caption=gallery_caption(gallery, i, k),
-            )
-            paths.append(save_figure(fig, out_dir / f"ola_gallery_s{i + 1}_order{k}.png"))
-            if close:
-                plt.close(fig)
+            title = f"Order-{k} OLA, word level — sentence {i + 1}: " + _short(" ".join(gallery[0].maps.words[i]))
+            if by_family:
+                parts = [
+                    (f"_{FAMILY_SUFFIX[c]}", [g for g in have if g.is_causal == c], [], f"{FAMILY_TITLE[c]}: ")
+                    for c in (False, True)
+                ]
+            else:
+                groups = [(FAMILY_TITLE[c], sum(g.is_causal == c for g in have)) for c in (False, True)]
+                parts = [("", have, [(t, n) for t, n in groups if n], "")]
+            for suffix, models, groups, prefix in parts:
+                if not models:
+                    continue
+                rows = [[], []]
+                for g in models:
+                    m = g.maps[key][i]
+                    words = g.maps.words[i]
+                    rows[0].append((g.name, m, words))
+                    rows[1].append((g.name, without_sinks(m, causal=g.is_causal), words))
+                fig = grouped_heatmaps(
+                    rows,
+                    row_titles=["with sinks", "sinks removed"],
+                    group_titles=groups,
+                    suptitle=prefix + title,
+                    caption=gallery_caption(models, i, k, shared_scale=shared_scale),
+                    shared_scale=shared_scale,
+                    max_cols=max_cols if by_family else None,
+                )
+                paths.append(save_figure(fig, out_dir / f"ola_gallery_s{i + 1}_order{k}{suffix}.png", dpi=dpi))
+                if close:
+                    plt.close(fig)
     return paths

@@ -48,7 +48,7 @@ def test_gallery_draws_each_order_with_the_models_that_have_it(tmp_path):
     assert "ola:3" not in keys["splade-tiny"] and {"ola:1", "ola:2"} <= set(keys["splade-tiny"])
     assert {"ola:1", "ola:2", "ola:3"} <= set(keys["paraphrase-minilm-l3"])
     paths = gallery.gallery_figures(g, [1, 2, 3], tmp_path)
-    assert [p.name for p in paths] == [f"ola_gallery_s1_order{k}.png" for k in (1, 2, 3)]
+    assert [p.name for p in paths] == [f"ola_gallery_s1_order{k}_encoders.png" for k in (1, 2, 3)]
     assert all(p.stat().st_size > 0 for p in paths)
 
 
