@@ -226,9 +226,8 @@ def task_maps(
             if uniform and mixing:  # a key's uniform counterpart only where the model has the key
                 lm.facts.require_mixing(mixing)
             new = extract_ola(
-                lm.model,
-                lm.tokenizer,
-                [words[i] for i in todo],
+                lm,  # its facts, read once
+                sentences=[words[i] for i in todo],
                 orders=orders,
                 rollout=rollout,
                 layers=(),

@@ -279,9 +279,8 @@ def _extraction_plan(lm, chunks, settings: CacheSettings):
     orders, rollout, layers, mixing, _ = settings.keys()
     attention = getattr(lm, "attention", "model")
     return plan_extraction(
-        lm.model,
-        lm.tokenizer,
-        chunks,
+        lm,  # its facts, read once
+        sentences=chunks,
         orders=orders,
         rollout=rollout,
         layers=layers,
