@@ -1,31 +1,9 @@
 """An interactive OLA explorer for notebooks (ipywidgets).
 
-::
-
-    from olas_utils.ui.widgets import OLAExplorer
-
-    explorer = OLAExplorer("minilm-l6", compare="smollm2-135m")
-    explorer.widget          # display it (last expression of a cell)
-
-Pick a model (and optionally a second one, side by side), type a sentence (words are
-separated by spaces), choose what to show (order-k OLA or attention rollout), toggle
-attention-sink removal and word/subword level: the heatmaps update. Each heatmap has a
-colour bar with its value range; a caption under the figure names the models, the order,
-the protocol and the sizes. A text longer than a model takes is an error by default;
-``OLAExplorer(..., truncation="warn")`` cuts it at a word boundary and says so.
-
-Everything is computed by library functions: :func:`olas_utils.extract.extract_ola` (one
-subword-level pass per model and sentence, cached; the word level is its
-:meth:`~olas_utils.extract.OLAMaps.to_words`, exactly what ``extract_ola(level="word")``
-returns), :func:`olas_utils.maths.sinks.preprocess` for sink removal (outliers zeroed, rows
-renormalised; causal maps are *not* symmetrised, so they stay lower-triangular as in the
-gallery) and :func:`olas_utils.studies.plots.heatmap`. Models are loaded lazily, on first use,
-and kept per name.
-
-The explorer is testable without a browser or kernel: setting a widget's ``value`` fires
-:meth:`OLAExplorer.update`, which sets :attr:`OLAExplorer.current_maps` and
-:attr:`OLAExplorer.figure` (a matplotlib ``Figure`` drawn with the Agg canvas, never
-pyplot, so no global figure state) and puts its PNG into an ``ipywidgets.Image``.
+Heatmaps of one or two models' order-k OLA or rollout for a typed sentence, from
+:func:`olas_utils.extract.extract_ola`, :func:`olas_utils.maths.sinks.preprocess` and
+:func:`olas_utils.studies.plots.heatmap`; what it shows and how to test it:
+``docs/guide.md#interactive-explorer``.
 """
 
 from __future__ import annotations
@@ -80,7 +58,7 @@ class OLAExplorer:
         image: ``ipywidgets.Image`` holding the rendered PNG.
         figure: the matplotlib ``Figure`` last drawn (one axes per model, in order), or
             None before the first successful update.
-        current_maps: ``{model name: (n, n) float32 tensor}`` as drawn (n words or
+        current_maps: ``{model name: (query, key) float32 tensor}`` as drawn (words or
             tokens).
         current_labels: ``{model name: n axis labels}`` (words or tokens).
         caption: the text written under the figure (models, order, protocol, sizes).
@@ -207,7 +185,7 @@ class OLAExplorer:
             name: a model name (loaded on first use).
 
         Returns:
-            ``((n, n) float32 tensor, n labels)``: n words (word level) or tokens, special
+            ``((query, key) float32 tensor, labels)``: words (word level) or tokens, special
             tokens included (subword level); after sink removal if it is on. With
             ``truncation="warn"`` and a text too long for the model, those of the cut text
             (the cut is noted for :attr:`warning`).
