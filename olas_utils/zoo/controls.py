@@ -318,10 +318,8 @@ def _copy_name(loaded, control: Control, seed: int) -> str:
 
 
 def _derived(loaded, control: Control, seed: int) -> str | None:
-    """A control copy's weight identity, derived from its parent's without hashing the
-    copy: a seeded initialisation or permutation of pinned weights is deterministic for
-    given ``torch``/``transformers`` versions (which every cache manifest records). None
-    (hash the state dict) when the parent has no pinned hash."""
+    """A control copy's weight identity, derived from its parent's pinned hash without hashing
+    the copy (``docs/method.md#controls``); None (hash the state dict) when it has none."""
     sha = getattr(loaded, "weights_sha256", None)
     return f"{sha}{control.copy_suffix(seed)}" if sha else None
 
