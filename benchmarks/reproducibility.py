@@ -207,11 +207,19 @@ def compare_results(a: Path, b: Path) -> int:
         if x.shape != y.shape or list(x.columns) != list(y.columns):
             print(f"{name}: different shapes {x.shape} / {y.shape}")
             continue
-        num = [c for c in x.columns if pd.api.types.is_numeric_dtype(x[c]) and pd.api.types.is_numeric_dtype(y[c])]
+        num = [
+            c
+            for c in x.columns
+            if all(pd.api.types.is_numeric_dtype(t[c]) and not pd.api.types.is_bool_dtype(t[c]) for t in (x, y))
+        ]
+        other = [c for c in x.columns if c not in num and (x[c].astype(str) != y[c].astype(str)).any()]
         diff = max(((x[c] - y[c]).abs().max() for c in num), default=0.0)
         worst = max(num, key=lambda c: (x[c] - y[c]).abs().max()) if num else None
         cells = int(sum(((x[c] - y[c]).abs() > 0).sum() for c in num))
-        print(f"{name}: differs, {cells} numeric cells, largest |diff| {diff:.4g} (column {worst!r})")
+        print(
+            f"{name}: differs, {cells} numeric cells, largest |diff| {diff:.4g} (column {worst!r})"
+            + (f"; other columns that differ: {other}" if other else "")
+        )
         for col in [c for c in x.columns if c in ("verdict", "across_verdict")]:
             changed = x[col].astype(str) != y[col].astype(str)
             flips += int(changed.sum())
