@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -91,6 +92,11 @@ def runs(monkeypatch):
 
     monkeypatch.setattr(rp, "run_notebook", record)
     monkeypatch.setattr("olas_utils.studies.summary.update_readme", lambda **kw: seen.append(("README", kw)) or False)
+    # the run's environment record would go into the (committed) results folder: recorded, never written
+    monkeypatch.setattr(rp, "run_environment", lambda **kw: {"kernel_torch_num_threads": 1, "versions": {"torch": "x"}})
+    monkeypatch.setattr(
+        rp, "record_environment", lambda folder, book, profile, env=None: Path(folder) / rp.ENVIRONMENT_FILE
+    )
     return seen
 
 
