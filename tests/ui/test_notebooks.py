@@ -50,38 +50,41 @@ def test_notebook_02_sets_attention_flow_against_ola_on_the_flow_profiles_shorte
 
 
 def _check_items_of_02(results):
-    """Notebook 02 saved its per-item outcomes, and its tables are recomputed from them."""
-    import numpy as np
+    """Notebook 02 saved its per-item outcomes and wrote the tables the current code writes (their
+    files, columns and rows). Structure only: the numbers of these tables are tested on hand-worked
+    cases (tests/studies/test_retrieval_by_hand.py, test_crosslm.py, test_cross_family.py)."""
     import pandas as pd
 
-    from olas_utils.studies import crosslm_stats
+    from olas_utils.studies import crossfamily, crosslm, crosslm_stats
     from olas_utils.studies.tables import read_items
 
+    def same_columns(written: pd.DataFrame, current: pd.DataFrame, name: str) -> None:
+        assert list(written.columns) == list(current.columns), f"{name}: columns of an older version of the code"
+        assert len(written) == len(current), f"{name}: {len(written)} rows, the items give {len(current)}"
+
     items = read_items(results / "02_retrieval_items")
+    assert list(items.columns)[: len(crosslm.RETRIEVAL_ITEM_COLUMNS)] == list(crosslm.RETRIEVAL_ITEM_COLUMNS)
+    assert set(items.control) >= {"none"} and (items["rank"] >= 0).all()
     summary = crosslm_stats.retrieval_summary(items)
-    table = pd.read_csv(results / "02_retrieval_paper.csv")
-    mine = summary[summary.protocol == "paper"].reset_index(drop=True)
-    np.testing.assert_allclose(table["hit@1"], mine["hit@1"], atol=1e-4)
-    np.testing.assert_allclose(table["hit@1 high"], mine["hit@1 high"], atol=1e-4)
+    same_columns(
+        pd.read_csv(results / "02_retrieval_paper.csv"),
+        summary[summary.protocol == "paper"].drop(columns=["protocol"]),
+        "02_retrieval_paper",
+    )
     clf = read_items(results / "02_classifier_items")
     runs = pd.read_csv(results / "02_classifier_runs.csv")
     assert len(clf) == int(runs["n"].sum()) and set(clf["seed"]) == set(runs["seed"])
     # across the families (the smoke zoo has two encoders and two causal LMs): every ordered
-    # (encoder, causal) pair both ways, and the verdict table recomputed from the items
-    from olas_utils.studies import crossfamily
-
+    # (encoder, causal) pair both ways
     cross = read_items(results / "02_cross_family_items")
     assert set(cross.family) == {crossfamily.CROSS_FAMILY} and set(cross.protocol) <= {"paper", "word"}
     assert cross[["target", "source"]].drop_duplicates().shape[0] == 8
     verdict = pd.read_csv(results / "02_cross_family_verdict.csv")
-    mine = crossfamily.cross_family_tables(cross)["verdict"]
-    np.testing.assert_allclose(verdict["ola_hit@1"], mine["ola_hit@1"], atol=1e-4)
-    assert list(verdict["verdict"]) == list(mine["verdict"])
-    # OLA order 1 against rollout and ALTI (the smoke profile's baselines), paired, from the items
+    same_columns(verdict, crossfamily.cross_family_tables(cross)["verdict"], "02_cross_family_verdict")
+    # OLA order 1 against rollout and ALTI (the smoke profile's baselines)
     margins = pd.read_csv(results / "02_key_margins.csv")
-    mine = crosslm_stats.key_margin_frame(items)
-    assert set(margins["key"]) == {"rollout", "alti"} and list(margins["verdict"]) == list(mine["verdict"])
-    np.testing.assert_allclose(margins["margin"], mine["margin"], atol=1e-4)
+    assert set(margins["key"]) == {"rollout", "alti"}
+    same_columns(margins, crosslm_stats.key_margin_frame(items), "02_key_margins")
 
 
 def _check_items(stem: str, results):
