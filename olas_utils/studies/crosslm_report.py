@@ -153,7 +153,7 @@ def hit_matrix_figure(
 def example_pairs_figure(
     images: ImageSet, *, protocol: str, key: str = "ola:1", chunk: int = 0, control: Control | str = Control.TRAINED
 ):
-    """The same chunk's image for every model (one row per family), after pre-processing.
+    """The same chunk's image for every model (one row per family), pre-processed; at most 13 inches wide.
 
     Returns:
         A matplotlib Figure.
@@ -163,7 +163,7 @@ def example_pairs_figure(
     members = {f: images.with_key(key, images.family_models(f), protocol) for f in FAMILIES}
     fams = [f for f in FAMILIES if members[f]]  # models shallower than the key's order left out
     width = max(len(members[f]) for f in fams)
-    fig, axes = plt.subplots(len(fams), width, figsize=(2.4 * width, 2.5 * len(fams)), squeeze=False)
+    fig, axes = plt.subplots(len(fams), width, figsize=(min(2.4, 13.0 / width) * width, 2.5 * len(fams)), squeeze=False)
     for r, fam in enumerate(fams):
         models = members[fam]
         imgs = images.images(control, protocol, key, models)

@@ -145,3 +145,22 @@ def test_a_retrieval_verdict_table_is_grouped_by_protocol():
         margin_figure(v.drop(columns="margin_low"))
     with pytest.raises(ValueError, match="with rows"):
         margin_figure(v.iloc[:0])
+
+
+def test_the_example_chunk_figure_of_the_whole_zoo_is_at_most_1600_px_wide(tmp_path):
+    from _support.studies import FakeImages
+
+    from olas_utils.studies import crosslm, crosslm_report
+
+    rng = np.random.default_rng(0)
+    caches = {name: FakeImages({"ola:1": rng.random((2, 8, 8)).astype(np.float32)}) for name in REGISTRY}
+    images = crosslm.ImageSet(
+        caches={("none", "word"): caches},
+        families={name: spec.family for name, spec in REGISTRY.items()},
+        keys=["ola:1"],
+    )
+    fig = crosslm_report.example_pairs_figure(images, protocol="word")
+    assert sum(1 for a in fig.axes if a.images) == len(REGISTRY)  # one panel per model
+    width, _ = Image.open(save_figure(fig, tmp_path / "02_example_word_chunk0.png")).size
+    assert width <= 1600, width
+    plt.close(fig)
