@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from olas_utils.infra.progress import tqdm
 
+from olas_utils.infra.progress import tqdm
 from olas_utils.similarity.ssim import ArrayLike, ssim_matrix
 
 __all__ = [

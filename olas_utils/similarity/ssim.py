@@ -18,8 +18,8 @@ from typing import Union
 
 import numpy as np
 import torch
-from olas_utils.infra.progress import tqdm
 
+from olas_utils.infra.progress import tqdm
 from olas_utils.similarity.ssim_kernels import (
     band_matrix,
     block_views,

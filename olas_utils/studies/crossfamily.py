@@ -58,7 +58,6 @@ def cross_family_items(
         ValueError: a protocol outside :data:`~olas_utils.similarity.images.SYMMETRISED`.
     """
     from olas_utils.infra.progress import tqdm
-
     from olas_utils.similarity import retrieval_ranks
     from olas_utils.similarity.images import SYMMETRISED, TIES, causal_view
 

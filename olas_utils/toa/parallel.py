@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Hashable, Mapping
 
 import torch
+
 from olas_utils.infra.progress import tqdm
 
 __all__ = ["fit_many", "default_workers"]
