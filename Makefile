@@ -1,6 +1,7 @@
 # OLAS: three commands on a fresh machine (see README.md):
 #   make reproduce   # environment + models + every notebook, quick profile
 #   make test        # environment + models + Chromium + the test suite (what CI runs)
+#   make test-fast   # environment, then the tests that need no prepared model, browser or notebook run
 #   make lab         # environment + models, then JupyterLab on the repository, opening notebooks/ (Ctrl-C stops it)
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -18,7 +19,7 @@ CHROMIUM ?= chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: install models reproduce lint format test lab check-lab-port chromium screenshot clean-venv
+.PHONY: install models reproduce lint format test test-fast lab check-lab-port chromium screenshot clean-venv
 
 $(STAMP): requirements.txt requirements-models.txt requirements-interop.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,6 +56,11 @@ format: install
 
 test: lint models chromium
 	OLAS_CHROMIUM="$$(command -v $(CHROMIUM))" $(PY) -m pytest
+
+# The fast tier (docs/testing.md): no prepared zoo model, no browser, no notebook run, no test marked
+# slow; a test outside the `models` marker that asks the zoo for a model fails (OLAS_TEST_NO_MODELS).
+test-fast: install
+	OLAS_TEST_NO_MODELS=1 OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -m "not models and not slow" -q
 
 # JupyterLab serving the repository root and opening on notebooks/, so the executed notebooks,
 # figures, docs and the notebooks' ../docs links are all reachable; a notebook's kernel runs in

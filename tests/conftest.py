@@ -5,6 +5,7 @@ by a test imports the plain builder functions from this file)."""
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 
@@ -115,7 +116,41 @@ def toa_examples():
     return build_toa_examples
 
 
+#: Markers and fixtures that mean a test needs the prepared zoo models (their weights or their
+#: tokenizers in the model cache): such a test is also marked ``models``, which the fast tier
+#: (``make test-fast``: ``pytest -m "not models and not slow"``) leaves out.
+NEEDS_MODELS_MARKERS = ("real_model", "notebook", "browser")
+NEEDS_MODELS_FIXTURES = ("zoo_model", "tiny_lm")
+
+
+@pytest.fixture(autouse=True)
+def _no_zoo_in_the_fast_tier(request, monkeypatch):
+    """With ``OLAS_TEST_NO_MODELS=1`` (``make test-fast``), a test not marked ``models`` that asks
+    the zoo for a model or tokenizer fails at once, naming the marker it lacks, instead of
+    preparing (converting) models behind the tier's back."""
+    if os.environ.get("OLAS_TEST_NO_MODELS") != "1" or request.node.get_closest_marker("models"):
+        return
+
+    def refuse(name, *args, **kwargs):
+        pytest.fail(
+            f"{request.node.nodeid} asks the zoo for {name!r}: it needs the prepared models, so mark it "
+            "@pytest.mark.models (or use a fixture that tests/conftest.py marks)",
+            pytrace=False,
+        )
+
+    import olas_utils.zoo
+    import olas_utils.zoo.load
+    import olas_utils.zoo.preparation
+
+    for module in (olas_utils.zoo, olas_utils.zoo.load, olas_utils.zoo.preparation):
+        monkeypatch.setattr(module, "prepare", refuse)
+
+
 def pytest_collection_modifyitems(config, items):
+    for it in items:
+        fixtures = getattr(it, "fixturenames", ())
+        if any(m in it.keywords for m in NEEDS_MODELS_MARKERS) or any(f in fixtures for f in NEEDS_MODELS_FIXTURES):
+            it.add_marker(pytest.mark.models)
     # keep real-model tests grouped by model to limit memory churn
     items.sort(key=lambda it: 0 if "real_model" not in it.keywords else 1)
 
