@@ -20,6 +20,7 @@ from olas_utils.stats.uncertainty import (
     verdicts,
 )
 from olas_utils.studies.outcomes import capped_runs, estimate, family, rate, run_values, select, task_metric, versus
+from olas_utils.studies.plots import grid_shape
 from olas_utils.studies.transfer import CONTROLS, PAPER_CLAIMS, transfer_condition
 from olas_utils.vocabulary import Control
 
@@ -251,40 +252,62 @@ def lineage_frame(summary: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def bar_chart(summary: pd.DataFrame, items: pd.DataFrame, task: str, *, caption: str = ""):
+def bar_chart(summary: pd.DataFrame, items: pd.DataFrame, task: str, *, caption: str = "", per_row: int = 4):
     """Bars per target model: self, each transfer condition and each control (means over
     runs) with 95 % bootstrap intervals as error bars; the model-free baseline as a dashed line.
+    One panel per family (when ``summary`` has a ``family`` column), at most ``per_row``
+    targets a panel (more wrap onto the next, spread evenly: 6 as 3 + 3), the legend below: about 12.5 inches wide at
+    most (<= 1,600 px at 110 dpi) however many targets.
 
     Returns:
-        The matplotlib figure.
+        The matplotlib figure; one panel per (family, slice of ``per_row`` targets).
     """
     import matplotlib.pyplot as plt
 
     s = summary[summary.task == task].reset_index(drop=True)
     make = _make(task, s.metric.iloc[0])
     conds = [c for c in ("self",) + _TRANSFER + CONTROLS[:-1] if c in s and s[c].notna().any()]
-    x = np.arange(len(s))
+    groups = [s[s.family == f] for f in dict.fromkeys(s.family)] if "family" in s else [s]
+    parts = []
+    for g in groups:  # spread evenly: 6 targets at 4 a panel as 3 + 3
+        n = grid_shape(len(g), per_row)[1]
+        parts += [g.iloc[i : i + n] for i in range(0, len(g), n)]
     w = 0.85 / len(conds)
-    fig, ax = plt.subplots(figsize=(4.5 + 2.0 * len(s), 3.6), layout="constrained")
-    for j, c in enumerate(conds):
-        est, lo, hi = [], [], []
-        for _, r in s.iterrows():
-            if np.isnan(r[c]):
-                est.append(0.0), lo.append(0.0), hi.append(0.0)
-                continue
-            rows, runs = _system(items, task, r.target, c, r["headline variant"])
-            iv = rate(rows, make, runs)
-            (
-                est.append(100 * iv.estimate),
-                lo.append(100 * (iv.estimate - iv.low)),
-                hi.append(100 * (iv.high - iv.estimate)),
+    fig, axes = plt.subplots(
+        len(parts),
+        1,
+        figsize=(2.5 + 2.0 * max(len(p) for p in parts), 3.0 * len(parts) + 0.8),
+        squeeze=False,
+        sharey=True,
+        layout="constrained",
+    )
+    for ax, part in zip(axes[:, 0], parts):
+        x = np.arange(len(part))
+        for j, c in enumerate(conds):
+            est, lo, hi = [], [], []
+            for _, r in part.iterrows():
+                if np.isnan(r[c]):
+                    est.append(0.0), lo.append(0.0), hi.append(0.0)
+                    continue
+                rows, runs = _system(items, task, r.target, c, r["headline variant"])
+                iv = rate(rows, make, runs)
+                (
+                    est.append(100 * iv.estimate),
+                    lo.append(100 * (iv.estimate - iv.low)),
+                    hi.append(100 * (iv.high - iv.estimate)),
+                )
+            ax.bar(
+                x + (j - (len(conds) - 1) / 2) * w, est, w, yerr=[lo, hi], capsize=1.5, label=c, error_kw={"lw": 0.7}
             )
-        ax.bar(x + (j - (len(conds) - 1) / 2) * w, est, w, yerr=[lo, hi], capsize=1.5, label=c, error_kw={"lw": 0.7})
-    ax.axhline(s.baseline.iloc[0], color="k", ls="--", lw=1, label="baseline (model-free)")
-    ax.set_xticks(x, s.target)
-    ax.set_ylabel(f"{s.metric.iloc[0]} (%, 95 % CI)")
-    ax.set_title(f"{task}{' — ' + caption if caption else ''}", fontsize=9)
-    ax.legend(fontsize=6, ncols=3, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never on them
+        ax.axhline(s.baseline.iloc[0], color="k", ls="--", lw=1, label="baseline (model-free)")
+        ax.set_xticks(x, part.target, fontsize=8)
+        ax.set_xlim(-0.5, max(len(p) for p in parts) - 0.5)  # every panel's bars the same width
+        ax.set_ylabel(f"{s.metric.iloc[0]} (%, 95 % CI)", fontsize=8)
+        if "family" in part:
+            ax.set_title(str(part.family.iloc[0]), fontsize=9)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=8, frameon=False)  # never on the bars
+    fig.suptitle(f"{task}{' — ' + caption if caption else ''}", fontsize=9)
     return fig
 
 
