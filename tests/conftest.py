@@ -123,27 +123,41 @@ NEEDS_MODELS_MARKERS = ("real_model", "notebook", "browser")
 NEEDS_MODELS_FIXTURES = ("zoo_model", "tiny_lm")
 
 
+@functools.lru_cache(maxsize=1)
+def _session_cache():
+    """The model cache this test session started with (where the prepared zoo lives)."""
+    from olas_utils.infra import settings
+
+    return settings.cache_dir().resolve()
+
+
 @pytest.fixture(autouse=True)
 def _no_zoo_in_the_fast_tier(request, monkeypatch):
     """With ``OLAS_TEST_NO_MODELS=1`` (``make test-fast``), a test not marked ``models`` that asks
-    the zoo for a model or tokenizer fails at once, naming the marker it lacks, instead of
-    preparing (converting) models behind the tier's back."""
+    the zoo for a model of the session's cache fails at once, naming the marker it lacks, instead of
+    preparing (converting) models behind the tier's back. Preparing into another folder (a fake
+    model in ``tmp_path``) goes through."""
     if os.environ.get("OLAS_TEST_NO_MODELS") != "1" or request.node.get_closest_marker("models"):
         return
-
-    def refuse(name, *args, **kwargs):
-        pytest.fail(
-            f"{request.node.nodeid} asks the zoo for {name!r}: it needs the prepared models, so mark it "
-            "@pytest.mark.models (or use a fixture that tests/conftest.py marks)",
-            pytrace=False,
-        )
-
     import olas_utils.zoo
     import olas_utils.zoo.load
     import olas_utils.zoo.preparation
+    from olas_utils.infra import settings
+
+    real = olas_utils.zoo.preparation.prepare
+    session_cache = _session_cache()
+
+    def guarded(name, cache_dir=None, *args, **kwargs):
+        if settings.cache_dir(cache_dir).resolve() == session_cache:
+            pytest.fail(
+                f"{request.node.nodeid} asks the zoo for {name!r}: it needs the prepared models, so mark it "
+                "@pytest.mark.models (or use a fixture that tests/conftest.py marks)",
+                pytrace=False,
+            )
+        return real(name, cache_dir, *args, **kwargs)
 
     for module in (olas_utils.zoo, olas_utils.zoo.load, olas_utils.zoo.preparation):
-        monkeypatch.setattr(module, "prepare", refuse)
+        monkeypatch.setattr(module, "prepare", guarded)
 
 
 def pytest_collection_modifyitems(config, items):
