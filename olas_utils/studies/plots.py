@@ -228,10 +228,13 @@ def grouped_heatmaps(
     right = 1 - bar_inches / width
     fig.tight_layout(rect=(0, 0, right, 0.9 if group_titles else 0.95))
     if shared_scale:
+        for ax in axes.flat:
+            ax.apply_aspect()  # square panels sit inside their cells: the bars go beside the panels
+        boxes = [[axes[r * sub + c // per][c % per].get_position() for c in range(n_cols)] for r in range(n_rows)]
+        x_bar = max(b.x1 for row in boxes for b in row) + 0.15 / width
         for r, row in enumerate(panels):
-            used = [axes[r * sub + c // per][c % per].get_position() for c in range(n_cols)]
-            y0, y1 = min(b.y0 for b in used), max(b.y1 for b in used)
-            cax = fig.add_axes((right + 0.12 / width, y0, 0.12 / width, y1 - y0))
+            y0, y1 = min(b.y0 for b in boxes[r]), max(b.y1 for b in boxes[r])
+            cax = fig.add_axes((x_bar, y0, 0.12 / width, y1 - y0))
             cb = fig.colorbar(ims[r][0], cax=cax)
             cb.ax.tick_params(labelsize=7)
             cb.set_label(

@@ -277,35 +277,56 @@ def probe_table(items: pd.DataFrame, metric: str = "uuas") -> pd.DataFrame:
 _TRAINED_LABEL = "the model's maps of the key"
 
 
-def uas_figure(items: pd.DataFrame, metric: str = "uas"):
+def uas_figure(items: pd.DataFrame, metric: str = "uas", *, max_cells: int = 12):
     """Grouped bars: ``metric`` per (model, key) for the OLA parser and each trained control
     (mean over seeds), with 95 % bootstrap intervals (seeds and sentences) as error bars; the
-    model-free baseline as a dashed line.
+    model-free baseline as a dashed line. Cells wrap onto further panels of at most
+    ``max_cells`` (a model's keys kept together), the legend below, so the figure stays
+    about 12.5 inches wide (<= 1,600 px at 110 dpi) however many models.
 
     Returns:
-        The matplotlib figure.
+        The matplotlib figure; one panel per line of cells.
     """
     import matplotlib.pyplot as plt
 
     make = _metric(metric)
     cells = [(m, k) for m, _, k in _cells(items)]
     conds = [c for c in (_OLA,) + PARSER_CONTROLS if c != _BASELINE and (items.condition == c).any()]
-    x = np.arange(len(cells))
+    lines: list[list[tuple[str, str]]] = [[]]
+    for m in dict.fromkeys(m for m, _ in cells):  # whole models onto a line while they fit
+        mine = [c for c in cells if c[0] == m]
+        if lines[-1] and len(lines[-1]) + len(mine) > max_cells:
+            lines.append([])
+        lines[-1] += mine
+    width = max(len(line) for line in lines)
     w = 0.8 / len(conds)
-    fig, ax = plt.subplots(figsize=(1.6 + 0.9 * len(cells), 3.6), layout="constrained")
-    for j, c in enumerate(conds):
-        ivs = [rate(_system(items, m, k, c), make) for m, k in cells]
-        est = np.array([100 * iv.estimate for iv in ivs])
-        err = np.array([[100 * (iv.estimate - iv.low) for iv in ivs], [100 * (iv.high - iv.estimate) for iv in ivs]])
-        label = _TRAINED_LABEL if c == _OLA else c  # the trained bars of every key, OLA or not
-        ax.bar(x + (j - (len(conds) - 1) / 2) * w, est, w, yerr=err, capsize=1.5, label=label, error_kw={"lw": 0.8})
     base = select(items, condition=_BASELINE)
-    if len(base):
-        ax.axhline(100 * estimate(base, make), color="k", ls="--", lw=1, label=BASELINE_MODEL)
-    ax.set_xticks(x, [f"{m}\n{k}" for m, k in cells])
-    ax.set_ylabel(f"{metric.upper()} (%, 95 % CI)")
-    ax.tick_params(axis="x", labelsize=7)
-    ax.legend(fontsize=7, ncols=3)
+    fig, axes = plt.subplots(
+        len(lines),
+        1,
+        figsize=(1.6 + 0.9 * width, 3.0 * len(lines) + 0.6),
+        squeeze=False,
+        sharey=True,
+        layout="constrained",
+    )
+    for ax, line in zip(axes[:, 0], lines):
+        x = np.arange(len(line))
+        for j, c in enumerate(conds):
+            ivs = [rate(_system(items, m, k, c), make) for m, k in line]
+            est = np.array([100 * iv.estimate for iv in ivs])
+            err = np.array(
+                [[100 * (iv.estimate - iv.low) for iv in ivs], [100 * (iv.high - iv.estimate) for iv in ivs]]
+            )
+            label = _TRAINED_LABEL if c == _OLA else c  # the trained bars of every key, OLA or not
+            ax.bar(x + (j - (len(conds) - 1) / 2) * w, est, w, yerr=err, capsize=1.5, label=label, error_kw={"lw": 0.8})
+        if len(base):
+            ax.axhline(100 * estimate(base, make), color="k", ls="--", lw=1, label=BASELINE_MODEL)
+        ax.set_xticks(x, [f"{m}\n{k}" for m, k in line])
+        ax.set_xlim(-0.5, width - 0.5)  # every panel's bars the same width
+        ax.set_ylabel(f"{metric.upper()} (%, 95 % CI)", fontsize=8)
+        ax.tick_params(axis="x", labelsize=8)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     return fig
 
 
