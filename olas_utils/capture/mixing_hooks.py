@@ -14,6 +14,7 @@ block of ``T_i(x_j)`` vectors (:data:`olas_utils.maths.mixing.BLOCK_ROWS` query 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -31,6 +32,12 @@ from olas_utils.maths.mixing import (
 )
 
 __all__ = ["LayerSite", "MixingHooks", "MixingPass"]
+
+
+#: ``id(out_proj.weight) -> (key, blocks)``: each output projection's weight cut per value head,
+#: made once per weight (a capture builds its sites anew, so the sites cannot hold it); dropped
+#: when the weight is garbage-collected.
+_BLOCKS: dict[int, tuple] = {}
 
 
 def _first_input(args: tuple, kwargs: dict) -> torch.Tensor:
@@ -65,17 +72,19 @@ class LayerSite:
     layer: torch.nn.Module
     spec: MixingSpec
     modules: dict[str, torch.nn.Module]
-    _blocks: tuple = field(default=(None, None), repr=False)
 
     def head_blocks(self, kv: int, dh: int) -> torch.Tensor:
         """The output projection's float32 weight cut per value head
-        (:func:`~olas_utils.maths.mixing.head_weight_blocks`), kept between passes until the
-        weight changes (its identity or in-place version)."""
+        (:func:`~olas_utils.maths.mixing.head_weight_blocks`), kept between passes and captures
+        (:data:`_BLOCKS`) until the weight changes (its storage or in-place version)."""
         weight = self.modules["out_proj"].weight
-        key = (id(weight), weight.data_ptr(), weight._version, weight.device, kv, dh)
-        if self._blocks[0] != key:
-            self._blocks = (key, head_weight_blocks(weight.detach().float(), kv, dh))
-        return self._blocks[1]
+        key = (weight.data_ptr(), weight._version, weight.device, kv, dh)
+        held = _BLOCKS.get(id(weight))
+        if held is None or held[0] != key:
+            if held is None:  # forget the copy when the weight goes
+                weakref.finalize(weight, _BLOCKS.pop, id(weight), None)
+            held = _BLOCKS[id(weight)] = (key, head_weight_blocks(weight.detach().float(), kv, dh))
+        return held[1]
 
     def norm(self, what: str, inputs: torch.Tensor) -> LinearisedNorm:
         """The linearised ``post_norm`` / ``attn_norm`` / ``ffn_norm`` at the statistics of its
