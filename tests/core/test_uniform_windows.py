@@ -110,6 +110,24 @@ def test_reference_with_windows_against_brute_force(causal):
         uniform_reference("ola:1", t, causal=causal, num_layers=n, windows=(2, None))
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_product_keys_with_windows_against_brute_force(causal):
+    """``alti`` and ``globenc`` (bare: Π U_i, later layers on the left) and ``valuenorm`` (Π(U_i + I))
+    on layers of different windows, where the order of the product matters."""
+    t, windows = 6, (2, None, 3, None)
+    us = [_hand_uniform(t, causal, w) for w in windows]
+    eye = torch.eye(t, dtype=torch.float64)
+    prod, roll = eye.clone(), eye.clone()
+    for u in us:  # layer 1 first: each later layer multiplies on the left
+        prod, roll = u @ prod, (u + eye) @ roll
+    assert not torch.allclose(prod, us[0] @ us[1] @ us[2] @ us[3])  # the order matters here
+    for key in ("alti", "globenc"):
+        got = uniform_reference(key, t, causal=causal, num_layers=len(windows), windows=windows)
+        torch.testing.assert_close(got.double(), prod, rtol=0, atol=1e-6)
+    got = uniform_reference("valuenorm", t, causal=causal, num_layers=len(windows), windows=windows)
+    torch.testing.assert_close(got.double(), roll, rtol=1e-6, atol=1e-6)
+
+
 @pytest.fixture(scope="module")
 def long_words():
     from olas_utils.data import load_ud_ewt
