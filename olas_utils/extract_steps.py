@@ -155,7 +155,7 @@ class ExtractionPlan:
         num_layers: N; causal: the model's causality; windows: each layer's sliding window
             (None: full attention).
         attention: ``"model"`` or ``"uniform"``; level, pooling: of the result;
-            model_name: recorded in the result.
+            model_name: recorded in the result; facts: the model's facts (read once).
     """
 
     model: torch.nn.Module
@@ -178,6 +178,7 @@ class ExtractionPlan:
     level: str
     pooling: str | None
     model_name: str
+    facts: ModelFacts | None = None
 
     @property
     def uniform(self) -> bool:
@@ -336,6 +337,7 @@ def plan_extraction(
         level=level,
         pooling=pooling,
         model_name=model_name or lm_name or str(getattr(model, "name_or_path", type(model).__name__)),
+        facts=facts,
     )
 
 
@@ -352,6 +354,7 @@ def open_capture(plan: ExtractionPlan):
         rollout=plan.rollout,
         keep_layers=kept,
         mixing=plan.capture_mixing,
+        facts=plan.facts,
     )
 
 

@@ -59,13 +59,11 @@ import torch
 from olas_utils.capture.architecture import (
     HOOK_SPECS,
     attention_configs,
-    capture_path,
     check_model,
     missing_eager_attention,
-    num_attention_layers,
 )
+from olas_utils.capture.facts import ModelFacts
 from olas_utils.capture.mixing_hooks import MixingHooks, MixingPass
-from olas_utils.capture.mixing_specs import mixing_problem
 from olas_utils.maths.mixing import mixing_plan
 from olas_utils.maths.ola import OrderAccumulator, check_orders
 
@@ -229,6 +227,8 @@ class AttentionCapture:
             (negative counts from the last layer) — the first/last-layer baselines.
         path: force a capture path (``"interface"``, ``"hook"``, ``"output_attentions"``);
             default :func:`capture_path`.
+        facts: the model's :class:`~olas_utils.capture.facts.ModelFacts` if already read (a
+            ``LoadedModel``'s); default read now.
         mixing: context-mixing keys to accumulate in the same pass (``"valuenorm"``,
             ``"alti:2"``, ``"globenc"``, ...; :func:`olas_utils.maths.mixing.mixing_plan`); read them
             from :meth:`forward_with_mixing`. Needs the ``"interface"`` or ``"hook"`` path and a
@@ -266,15 +266,17 @@ class AttentionCapture:
         mixing: Iterable[str] = (),
         keep_mixing_layers: bool = False,
         reconstruct: bool = False,
+        facts: ModelFacts | None = None,
     ) -> None:
         check_model(model)
         self.model = model
-        self.num_layers = num_attention_layers(model)
+        facts = facts if facts is not None else ModelFacts.of(model)
+        self.num_layers = facts.num_layers
         check_orders([max_order], self.num_layers)
         self.max_order = max_order
         self.rollout = rollout
         self.keep_layers = tuple(keep_layers)
-        self.path = path or capture_path(model)
+        self.path = path or facts.capture_path
         if self.path not in ("interface", "hook", "output_attentions"):
             raise ValueError(f"unknown capture path {self.path!r}")
         self.mixing_plan = mixing_plan(mixing, self.num_layers)
@@ -282,7 +284,7 @@ class AttentionCapture:
         self.mixing_hooks: MixingHooks | None = None
         if self.mixing_plan:
             # each method on its own, so that only the ones the model lacks are named
-            bad = {m: mixing_problem(model, [m]) for m in self.mixing_plan}
+            bad = {m: facts.mixing.get(m) for m in self.mixing_plan}
             bad = {m: why for m, why in bad.items() if why is not None}
             if not bad and self.path not in ("interface", "hook"):
                 why = f"the {self.path!r} capture path hands out no value vectors or hidden states"
