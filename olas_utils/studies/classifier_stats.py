@@ -22,7 +22,7 @@ from olas_utils.studies.crosslm_stats import (
 )
 from olas_utils.vocabulary import Control
 
-__all__ = ["classifier_summary", "classifier_verdict_frame", "classifier_across_frame"]
+__all__ = ["classifier_summary", "classifier_verdict_frame", "classifier_across_frame", "lineage_held_out_frame"]
 
 _TRAINED = Control.TRAINED.ident
 _CLASSIFIER_GROUP = ["family", "control", "target", "key", "protocol"]
@@ -222,3 +222,58 @@ def classifier_across_frame(items: pd.DataFrame, *, reference: str = "ola:1") ->
                 m, r = _target_margin(ref, other, targets)
                 add(dict(family=family, protocol=protocol, key=reference), key, key, ref, other, targets, m, r)
     return insert_verdicts(pd.DataFrame(rows), margins, readings)
+
+
+def lineage_held_out_frame(model_items: pd.DataFrame, lineage_items: pd.DataFrame) -> pd.DataFrame:
+    """How much of each target's classifier accuracy comes from its siblings: top-1 with
+    leave-one-model-out sources (``model_items``) against leave-one-lineage-out sources
+    (``lineage_items``: no model of the target's lineage among them), paired over seeds and
+    test images, Holm-corrected over the table (conditional reading: these targets and images).
+
+    Args:
+        model_items, lineage_items: the items of
+            :func:`olas_utils.studies.crosslm.classifier_frame` with ``held_out="model"`` and
+            ``held_out="lineage"``.
+
+    Returns:
+        One row per ``(family, control, target, key, protocol)`` of ``lineage_items`` that
+        ``model_items`` has on the same seeds and images: ``siblings`` (the family's models of
+        the target's lineage, left out), ``model_top1``, ``lineage_top1``, ``drop`` (model −
+        lineage) with ``drop_low``/``drop_high``, ``p``, ``verdict`` (``beats``: the siblings
+        raise the accuracy), ``holm_cells``, ``seeds``, ``images``. Empty without such rows.
+    """
+    from olas_utils.zoo.registry import same_lineage
+
+    by = ["family", "control", "target", "key", "protocol"]
+    lomo = {names: g for names, g in groups(model_items, by)}  # (dict() would call GroupBy.keys)
+    members = {f: set(g["target"].astype(str)) for (f,), g in groups(model_items, ["family"])}
+    rows, margins = [], []
+    for names, g in groups(lineage_items, by):
+        if names not in lomo:
+            continue
+        mine, seeds, _ = outcome_array(lomo[names], units=["seed"])
+        theirs, their_seeds, _ = outcome_array(g, units=["seed"])
+        if seeds != their_seeds or mine.shape != theirs.shape:
+            continue  # not the same seeds and test images: no paired comparison
+        meta = dict(zip(by, names))
+        m = margin(mine, theirs)
+        margins.append(m)
+        rows.append(
+            {
+                **meta,
+                "siblings": ", ".join(
+                    sorted(
+                        x
+                        for x in members.get(meta["family"], ())
+                        if x != meta["target"] and same_lineage(x, meta["target"])
+                    )
+                ),
+                "model_top1": float(mine.mean()),
+                "lineage_top1": float(theirs.mean()),
+                **estimate_columns("drop", m),
+                "p": m.p_value,
+                "seeds": mine.shape[0],
+                "images": mine.shape[1],
+            }
+        )
+    return insert_verdicts(pd.DataFrame(rows), margins, None)

@@ -24,7 +24,7 @@ import pandas as pd
 from olas_utils.studies.depth import drop_skipped, mixing_skips, orders_for
 from olas_utils.studies.profiles import ClassifierSettings, CrossLMProfile
 from olas_utils.vocabulary import FAMILIES, Control, MapKey
-from olas_utils.zoo.registry import DEFAULT_MODELS
+from olas_utils.zoo.registry import DEFAULT_MODELS, same_lineage
 
 __all__ = [
     "PROFILES",
@@ -61,6 +61,8 @@ CLASSIFIER_ITEM_COLUMNS = ("family", "control", "target", "key", "protocol", "se
 #: Visual-classifier designs of :func:`classifier_frame` (``benchmarks/classifier_designs.py`` compares
 #: them, and more, on held-out-source accuracy).
 CLASSIFIER_DESIGNS = ("resnet18", "logistic")
+#: What a classifier target keeps out of its sources: itself (leave-one-model-out) or its lineage.
+HELD_OUT = ("model", "lineage")
 
 #: Notebook 02 sizes per profile (``models=None``: the default zoo). Every control runs on
 #: every protocol; the uniform control costs no forward pass, and each model (and control
@@ -384,6 +386,7 @@ def classifier_frame(
     design: str = "resnet18",
     min_epochs: int = 1,
     workers: int | None = None,
+    held_out: str = "model",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The visual classifier: for each family and each target model, a classifier (``design``) trained on
     the other models of the family (the sources) is tested on the unseen target, one map key
@@ -417,10 +420,14 @@ def classifier_frame(
         workers: logistic only: fits run side by side, one BLAS thread each
             (:func:`olas_utils.similarity.logistic.train_logistic_many`; default
             :func:`~olas_utils.similarity.logistic.logistic_workers`: one per core, at most 8).
+        held_out: ``"model"`` (leave-one-model-out: every other model of the family is a
+            source) or ``"lineage"`` (leave-one-lineage-out: no model of the target's lineage,
+            :func:`olas_utils.zoo.same_lineage`, is a source; only targets that have such a
+            sibling in the family are run, the others' sources would not change).
 
     Returns:
         ``(runs, items)``. ``runs``: one row per (family, control, target, key, seed) with
-        columns ``family, control, target, sources, key, protocol, seed, source_top1`` (the
+        columns ``family, control, target, held_out, sources, key, protocol, seed, source_top1`` (the
         chosen network on its own training images, no augmentation), ``heldout_source,
         heldout_top1`` (the held-out source at the chosen epoch), ``top1, top5`` (the
         unseen target), ``n, chance, max_epochs, epochs_run, chosen_epoch, capped`` (the
@@ -433,8 +440,8 @@ def classifier_frame(
         chunk per seed (``top1``/``top5`` are its fractions below 1 and 5).
 
     Raises:
-        ValueError: no seed, or a repeated one; an unknown design; ``workers`` not a positive
-            integer (logistic).
+        ValueError: no seed, or a repeated one; an unknown design or ``held_out``; ``workers``
+            not a positive integer (logistic).
     """
     from olas_utils.similarity.classifier import train_classifier
     from olas_utils.similarity.evaluation import evaluate, predict_ranks
@@ -445,6 +452,12 @@ def classifier_frame(
         raise ValueError(f"seeds must be one or more different integers, got {seeds}")
     if design not in CLASSIFIER_DESIGNS:
         raise ValueError(f"design must be one of {CLASSIFIER_DESIGNS}, got {design!r}")
+    if held_out not in HELD_OUT:
+        raise ValueError(f"held_out must be one of {HELD_OUT}, got {held_out!r}")
+
+    def siblings(target: str, fam: Sequence[str]) -> list[str]:
+        """The models of ``fam`` that share ``target``'s lineage (unknown lineages share none)."""
+        return [m for m in fam if m != target and same_lineage(m, target)]
 
     def cells():
         """(control, family, target, key, sources, images) of every classifier cell, in table order."""
@@ -454,9 +467,12 @@ def classifier_frame(
                 if len(fam) < 2 or (control, protocol) not in images.caches:
                     continue
                 for target in fam if targets == "all" else fam[-1:]:
+                    if held_out == "lineage" and not siblings(target, fam):
+                        continue  # its sources would be leave-one-model-out's
                     for key in keys:
                         have = images.with_key(key, fam, protocol)
-                        sources = [m for m in have if m != target]
+                        gone = {target, *(siblings(target, fam) if held_out == "lineage" else ())}
+                        sources = [m for m in have if m not in gone]
                         if target not in have or not sources:
                             continue  # the target (or every source) is shallower than this order
                         yield control, family, target, key, sources, images.images(control, protocol, key, have)
@@ -513,6 +529,7 @@ def classifier_frame(
                     "family": family,
                     "control": control,
                     "target": target,
+                    "held_out": held_out,
                     "sources": ", ".join(sources),
                     "key": key,
                     "protocol": protocol,

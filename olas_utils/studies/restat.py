@@ -71,6 +71,10 @@ def tables_of(folder: Path | str) -> dict[str, pd.DataFrame]:
         out["02_classifier_verdict"] = classifier_stats.classifier_verdict_frame(clf)
         out["02_classifier_key_margins"] = crosslm_stats.key_margin_frame(clf)
         out["02_classifier_across"] = classifier_stats.classifier_across_frame(clf)
+        lineage = _read(folder, "02_classifier_lineage_items")
+        if lineage is not None:
+            out["02_classifier_lineage"] = classifier_stats.lineage_held_out_frame(clf, lineage)
+            out["02_classifier_lineage_verdict"] = classifier_stats.classifier_verdict_frame(lineage)
     cross = _read(folder, "02_cross_family_items")
     if cross is not None and len(cross):
         for name, table in crossfamily.cross_family_tables(cross).items():
