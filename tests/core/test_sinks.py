@@ -2,6 +2,7 @@
 
 import statistics
 
+import numpy as np
 import pytest
 import torch
 
@@ -78,3 +79,19 @@ def test_preprocess_channels_and_order_of_steps():
 def test_preprocess_shape_error():
     with pytest.raises(ValueError, match="channels"):
         preprocess(torch.zeros(3, 3), causal=False)
+
+
+@pytest.mark.parametrize("unbiased", [True, False])
+def test_threshold_uses_the_sample_or_population_std_like_numpy(unbiased):
+    """Random rows against numpy's ``std(ddof=1)`` / ``std(ddof=0)``: outliers above ``mean + n·std``
+    plus each row's argmax; at n = 1 on 5 keys the two standard deviations mark different entries."""
+    rng = np.random.default_rng(0)
+    maps = torch.tensor(rng.random((40, 5, 5)) ** 3)
+    got = outlier_mask(maps, causal=False, n_sigma=1.0, unbiased=unbiased).numpy()
+    other = outlier_mask(maps, causal=False, n_sigma=1.0, unbiased=not unbiased).numpy()
+    x = maps.numpy()
+    thresh = x.mean(-1, keepdims=True) + x.std(-1, ddof=1 if unbiased else 0, keepdims=True)
+    expect = x > thresh
+    np.put_along_axis(expect, x.argmax(-1)[..., None], True, axis=-1)
+    np.testing.assert_array_equal(got, expect)
+    assert (got != other).any()  # the case tells the two apart
