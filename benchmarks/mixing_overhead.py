@@ -150,6 +150,15 @@ def memory_mib(model, batches) -> tuple[float, float]:
     return 4 * stream / 2**20, 4 * b * h * t * t * d / 2**20
 
 
+def rate_of(macs: float, seconds: float) -> float | None:
+    """Multiply-adds per second, or None for a time difference that is not positive."""
+    return macs / seconds if seconds > 0 else None
+
+
+def gmacs(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate / 1e9:.1f}"
+
+
 def bench_model(name: str, sentences: list[list[str]], args) -> dict:
     lm = load_model(name, device="cpu")
     model, tok, n_layers = lm.model, lm.tokenizer, lm.num_layers
@@ -202,8 +211,9 @@ def bench_model(name: str, sentences: list[list[str]], args) -> dict:
         "macs": macs,
         "rate_model": rate,
         # each map's time: the difference of two variants of the same repeats (medians)
-        "rate_vnorm": (macs["heads"] + macs["vnorm"]) / max(1e-9, med["vnorm"] - med["ola"]),
-        "rate_alti": macs["alti"] / max(1e-9, med["goal"] - med["vnorm"]),
+        # None where the difference is not positive (within the noise of a busy machine)
+        "rate_vnorm": rate_of(macs["heads"] + macs["vnorm"], med["vnorm"] - med["ola"]),
+        "rate_alti": rate_of(macs["alti"], med["goal"] - med["vnorm"]),
         "limit": 1 + (macs["heads"] + macs["vnorm"] + macs["alti"]) / macs["model"],
         "stream_mib": stream,
         "full_mib": full,
@@ -295,8 +305,8 @@ def main() -> None:
         split = [r["r_ola"] - 1, r["r_vnorm"] - r["r_ola"], r["r_goal"] - r["r_vnorm"]]
         print(
             f"{r['name']:<20} {m['model'] / 1e9:>10.2f} {r['rate_model'] / 1e9:>7.1f} {vn / 1e9:>11.3f} "
-            f"{100 * vn / m['model']:>6.1f}% {r['rate_vnorm'] / 1e9:>7.1f} {m['alti'] / 1e9:>9.3f} "
-            f"{100 * m['alti'] / m['model']:>6.1f}% {r['rate_alti'] / 1e9:>7.1f}  "
+            f"{100 * vn / m['model']:>6.1f}% {gmacs(r['rate_vnorm']):>7} {m['alti'] / 1e9:>9.3f} "
+            f"{100 * m['alti'] / m['model']:>6.1f}% {gmacs(r['rate_alti']):>7}  "
             + " / ".join(f"{x:+.2f}" for x in split)
         )
     print(
