@@ -35,6 +35,18 @@ def test_ci_runs_the_readme_test_command():
     assert "make test" in readme and "make reproduce" in readme
 
 
+def test_the_readme_stays_a_front_door():
+    """The README is read in minutes: at most 15,000 bytes, with its findings before the install
+    (run logs and timings live in docs/)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    size = len(readme.encode("utf-8"))
+    assert size <= 15_000, f"README.md is {size:,} bytes; move detail to docs/ (the front door holds at most 15,000)"
+    headings = [line for line in readme.splitlines() if line.startswith("## ")]
+    find = [i for i, h in enumerate(headings) if "found" in h.lower() or "finding" in h.lower()]
+    install = [i for i, h in enumerate(headings) if "install" in h.lower()]
+    assert find and install and find[0] < install[0], headings
+
+
 # --- the wheel: `pip install .` into someone else's environment --------------------------------
 
 #: what the package imports at run time (any module of olas_utils) and what each extra must bring
