@@ -18,7 +18,8 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+
+from olas_utils.infra.progress import tqdm
 
 __all__ = [
     "attention_flow",

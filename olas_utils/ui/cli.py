@@ -129,9 +129,9 @@ def similarity_table(
     import numpy as np
     import pandas as pd
     import torch
-    from tqdm.auto import tqdm
 
     from olas_utils.extract import extract_ola
+    from olas_utils.infra.progress import tqdm
     from olas_utils.similarity.images import TIES, to_image
     from olas_utils.similarity.retrieval import check_metric, retrieval_table
     from olas_utils.vocabulary import MapKey, family_of

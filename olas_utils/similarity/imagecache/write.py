@@ -294,10 +294,9 @@ def _extraction_plan(lm, chunks, settings: CacheSettings):
 
 def _run(targets: list[Target], states: dict, lm, plan, settings: CacheSettings, *, progress, on_batch) -> None:
     """Every batch some target still lacks, through one capture opened for the whole run."""
-    from tqdm.auto import tqdm
-
     from olas_utils.extract import uniform_mixing
     from olas_utils.extract_steps import assemble, extract_batch, open_capture
+    from olas_utils.infra.progress import tqdm
 
     batches = targets[0].plan  # the same batches for every protocol
     _, _, _, mixing, keys = settings.keys()
