@@ -64,6 +64,13 @@ def test_dyadic_sign_flip_equals_brute_force():
     pairs = list(permutations(models, 2))
     d = rng.normal(0.1, 0.3, len(pairs))
     assert dyadic_sign_flip_p(models, pairs, d) == pytest.approx(_brute_dyadic(models, pairs, d), abs=1e-12)
+    # weak effects, whose p lies away from its floor 2/2^5 (where any sign rule gives the same p)
+    ps = []
+    for seed in range(6):
+        d = np.random.default_rng(seed).normal(0.02, 0.3, len(pairs))
+        ps.append(_brute_dyadic(models, pairs, d))
+        assert dyadic_sign_flip_p(models, pairs, d) == pytest.approx(ps[-1], abs=1e-12), seed
+    assert max(ps) > 0.2
 
 
 def test_pair_reading_takes_per_target_margins_and_the_largest_p():
