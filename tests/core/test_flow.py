@@ -263,3 +263,11 @@ def test_splade_tiny_on_a_real_sentence_equals_networkx(zoo_model):
     tol = flow_error_bound(t, 2) + 1e-6
     assert np.abs(got.double().numpy() - ref).max() <= tol
     assert ref.std() > 0.01  # a real, non-uniform flow
+
+
+def test_one_layer_flow_is_its_residual_attention_by_hand():
+    """With one layer the only path from output i to input j is the edge i -> j, so the flow is its
+    capacity: (A + I) / 2 for row-stochastic A (Abnar & Zuidema's residual graph)."""
+    a = torch.softmax(torch.randn(5, 5, generator=torch.Generator().manual_seed(0)), -1)
+    expected = (a.double() + torch.eye(5, dtype=torch.float64)) / 2
+    torch.testing.assert_close(attention_flow(a[None]).double(), expected, rtol=0, atol=1e-6)
