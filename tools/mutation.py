@@ -304,6 +304,13 @@ MUTANTS = [
         "a one-layer flow halved",
     ),
     M(
+        "flow-one-layer-shortcut",
+        "olas_utils/maths/flow.py",
+        "return torch.from_numpy(ahat[0].astype(np.float32))",
+        "return torch.from_numpy((ahat[0] / 2).astype(np.float32))",
+        "attention_flow's one-layer answer halved (the branch flow-one-layer mutates is unreachable from it)",
+    ),
+    M(
         "flow-top-layer",
         "olas_utils/maths/flow.py",
         "data[: b * t] = caps[-1][outs].ravel()",
