@@ -103,7 +103,7 @@ def test_verdicts_beat_tie_and_lose_where_the_answer_is_known():
         },
         n=60,
     )
-    v = crosslm_report.verdict_frame(it).set_index("key")
+    v = crosslm_report.retrieval_verdict_table(it).set_index("key")
     assert list(v["verdict"]) == [BEATS, INDISTINGUISHABLE, LOSES]
     assert v.loc["ola:1", "strongest_control"] == "uniform"
     assert v.loc["ola:2", "margin"] == 0 and v.loc["ola:2", "p"] == 1
@@ -126,7 +126,7 @@ def test_duplicate_protocols_are_flagged_and_counted_once():
     spec[("word", "none", "ola:1")] = 0.9
     spec[("word", "uniform", "ola:1")] = 0.05
     it = items(spec, family="encoder")
-    v = crosslm_report.verdict_frame(it)
+    v = crosslm_report.retrieval_verdict_table(it)
     assert list(v["same_trained_as"]) == ["", "released", ""]
     verdicts = dict(zip(v.protocol, v.verdict))
     assert verdicts["paper"] == BEATS and verdicts["word"] == BEATS
@@ -147,7 +147,7 @@ def test_reading_quotes_the_verdict_cells_and_keeps_word_apart_from_the_paper():
             ("word", "random", "ola:1"): 0.05,
         }
     )
-    s, v = crosslm_stats.retrieval_summary(it), crosslm_report.verdict_frame(it)
+    s, v = crosslm_stats.retrieval_summary(it), crosslm_report.retrieval_verdict_table(it)
     text = crosslm_report.comparison_markdown(s, v, n_chunks=40, models=["a", "smollm2-135m"])
     r = v[v.protocol == "released"].iloc[0]
     quoted = f"OLA {100 * r['ola_hit@1']:.1f} % [{100 * r['ola_low']:.1f}, {100 * r['ola_high']:.1f}]"
@@ -171,7 +171,7 @@ def test_write_table_and_hit_matrix(tmp_path):
 
 
 def test_interval_figure_draws_error_bars():
-    v = crosslm_report.verdict_frame(hand_items())
+    v = crosslm_report.retrieval_verdict_table(hand_items())
     fig = crosslm_report.interval_figure(v)
     ax = fig.axes[0]
     bars = [c for c in ax.containers if hasattr(c, "errorbar")]
@@ -183,12 +183,12 @@ def test_interval_figure_draws_error_bars():
 def test_verdict_table_names_a_shuffled_control_of_shallow_models_as_weak():
     spec = {("paper", "none", "ola:1"): 0.6, ("paper", "shuffled", "ola:1"): 0.5, ("paper", "random", "ola:1"): 0.1}
     it = items(spec)
-    v = crosslm_report.verdict_frame(it, layers={"a": 12, "b": 3, "c": 2})
+    v = crosslm_report.retrieval_verdict_table(it, layers={"a": 12, "b": 3, "c": 2})
     assert list(v.weak_controls) == ["shuffled layers: b (3 layers), c (2 layers)"]
-    assert list(crosslm_report.verdict_frame(it, layers={"a": 12, "b": 6}).weak_controls) == [""]
+    assert list(crosslm_report.retrieval_verdict_table(it, layers={"a": 12, "b": 6}).weak_controls) == [""]
     # without a shuffled control nothing is weak, whatever the depths
     no_shuffle = items({k: p for k, p in spec.items() if k[1] != "shuffled"})
-    assert list(crosslm_report.verdict_frame(no_shuffle, layers={"b": 1}).weak_controls) == [""]
+    assert list(crosslm_report.retrieval_verdict_table(no_shuffle, layers={"b": 1}).weak_controls) == [""]
     # the zoo's depths by default: paraphrase-minilm-l3 has 3 layers, splade-tiny 2
     zoo = items(spec, models=("minilm-l6", "paraphrase-minilm-l3", "splade-tiny"))
     assert crosslm_report.weak_controls(zoo, "causal") == (
@@ -249,7 +249,11 @@ def test_classifier_summary_over_seeds_and_its_verdict():
     cv = classifier_stats.classifier_verdict_frame(it)
     assert list(cv.verdict) == [BEATS] and cv.seeds.iloc[0] == 3 and cv.images.iloc[0] == 50
     text = crosslm_report.comparison_markdown(
-        crosslm_stats.retrieval_summary(hand_items()), crosslm_report.verdict_frame(hand_items()), clf, cv, n_chunks=50
+        crosslm_stats.retrieval_summary(hand_items()),
+        crosslm_report.retrieval_verdict_table(hand_items()),
+        clf,
+        cv,
+        n_chunks=50,
     )
     assert "mean of 3 seeds" in text and "**beats** its strongest control (`02_classifier_verdict`" in text
     assert "on 1 of 3 seed(s): early stopping did not trigger" in text
@@ -263,7 +267,7 @@ def test_one_seed_says_its_interval_covers_images_only():
     assert r["seeds"] == 1 and np.isnan(r["top1 sd"]) and r["resampled"] == "images (1 seed)"
     text = crosslm_report.comparison_markdown(
         crosslm_stats.retrieval_summary(hand_items()),
-        crosslm_report.verdict_frame(hand_items()),
+        crosslm_report.retrieval_verdict_table(hand_items()),
         clf,
         None,
         n_chunks=50,
