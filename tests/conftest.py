@@ -176,3 +176,49 @@ def zoo_models_to_test() -> list[str]:
     from olas_utils.zoo import DEFAULT_MODELS, REGISTRY, is_prepared
 
     return list(DEFAULT_MODELS) + [n for n, e in REGISTRY.items() if not e.default and is_prepared(n)]
+
+
+# --- nothing the user owns is written by the tests ------------------------------------------------
+#: What a test must never write: the committed outputs, the notebooks, the front door and the docs.
+COMMITTED = ("results", "figures", "notebooks", "README.md", "docs")
+
+
+def _committed_state() -> str | None:
+    """``git status`` of :data:`COMMITTED` (None outside a git checkout)."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all", "--", *COMMITTED],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def pytest_sessionstart(session):
+    # `make screenshot` (OLAS_SCREENSHOT) is the one run asked to write a committed figure
+    session.config._olas_committed = None if os.environ.get("OLAS_SCREENSHOT") else _committed_state()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = getattr(session.config, "_olas_committed", None)
+    if before is None or hasattr(session.config, "workerinput"):
+        return
+    after = _committed_state()
+    if after is not None and after != before:
+        changed = sorted(set(after.splitlines()) ^ set(before.splitlines()))
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                "FAILED: the test session changed committed files (a test wrote outside its tmp_path, or "
+                "something else ran beside it):\n  " + "\n  ".join(changed[:20]),
+                red=True,
+            )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
