@@ -422,7 +422,7 @@ def classifier_frame(
             :func:`~olas_utils.similarity.logistic.logistic_workers`: one per core, at most 8).
         held_out: ``"model"`` (leave-one-model-out: every other model of the family is a
             source) or ``"lineage"`` (leave-one-lineage-out: no model of the target's lineage,
-            :func:`olas_utils.zoo.same_lineage`, is a source; only targets that have such a
+            :func:`olas_utils.zoo.registry.same_lineage`, is a source; only targets that have such a
             sibling in the family are run, the others' sources would not change).
 
     Returns:

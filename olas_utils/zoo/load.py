@@ -319,8 +319,8 @@ def _report_loading(source: str, info: dict) -> None:
         names = ", ".join(map(str, (missing + mismatched)[:4])) + (" ..." if len(missing) + len(mismatched) > 4 else "")
         warnings.warn(
             f"{source}: {len(missing)} weight(s) missing from the checkpoint and {len(mismatched)} of the wrong "
-            f"shape were initialised at random ({names}); maps of the layers they touch are not those of the "
-            "trained model",
+            f"shape were initialised at random ({names}); maps of the layers they touch are not what the "
+            "checkpoint learned",
             stacklevel=3,
         )
     unexpected = list(info.get("unexpected_keys", ()))

@@ -71,7 +71,7 @@ def test_uner_sentences_already_extracted_for_ewt_are_not_extracted_again(tmp_pa
     monkeypatch.setattr(
         extract,
         "extract_ola",
-        lambda m, t, sentences, **kw: seen.append(list(sentences)) or real(m, t, sentences, **kw),
+        lambda m, t=None, sentences=None, **kw: seen.append(list(sentences)) or real(m, t, sentences, **kw),
     )
     pool = taskmaps.ModelPool(seed=0)
     kw = {"orders": (1,), "rollout": False, "cache_dir": tmp_path, "progress": False}
