@@ -17,6 +17,9 @@ from olas_utils.capture.attention import CAPTURE_IMPLEMENTATION
 from olas_utils.extract import extract_ola
 from olas_utils.maths.sinks import symmetrize_causal
 
+#: real zoo models or their tokenizers: not in `make test-fast`
+pytestmark = pytest.mark.models
+
 SENTS = [["The", "cat", "sat", "on", "the", "mat", "."], ["A", "dog", "barked", "."]]
 
 

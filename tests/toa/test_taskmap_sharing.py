@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+#: real zoo models or their tokenizers: not in `make test-fast`
+pytestmark = pytest.mark.models
+
 
 def test_the_same_sentences_of_two_tasks_share_one_extraction(tmp_path):
     from dataclasses import replace

@@ -10,6 +10,9 @@ import time
 
 import pytest
 
+#: real zoo models or their tokenizers: not in `make test-fast`
+pytestmark = pytest.mark.models
+
 
 def _copy_model(tmp_path, name="minilm-l6"):
     from olas_utils import zoo

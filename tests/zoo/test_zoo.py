@@ -283,6 +283,7 @@ def test_encoder_decoder_rejected(tmp_path):
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.models  # loads the zoo's tokenizer of a near-miss name
 def test_unknown_short_name_lists_zoo():
     with pytest.raises(UnknownModelError) as ei:
         zoo.load_model("minilm-l7", device="cpu")
