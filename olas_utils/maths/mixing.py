@@ -409,15 +409,6 @@ def layer_mixing(
             out.alti = alti_contributions(weights, g, r, y_scaled, outputs.abs().sum(-1), kappa)
         if reconstruct:  # Σ_j T_i(x_j) = κ_i·(Σ_j Σ_h α^h_ij G^h_j + r_i)
             rebuilt = (torch.einsum("bhij,bjhd->bid", weights, g) + r) * kappa[..., None]
-            out.reconstruction = rebuilt + bias_term(
-                out_bias,
-                (b, t, d),
-                attn_norm=attn_norm,
-                post_norm=post_norm,
-                shift=shift,
-                dtype=residual.dtype,
-                device=residual.device,
-            )
     elif alti or reconstruct:
         reach = (weights > 0).any(1) | torch.eye(t, dtype=torch.bool, device=weights.device)
         out.alti = torch.zeros(b, t, t, dtype=residual.dtype, device=residual.device) if alti else None
@@ -444,17 +435,16 @@ def layer_mixing(
                 c = (y_norm[:, start:stop, None] - kappa[:, start:stop, None] * dist).clamp_min(0)
                 out.alti[:, start:stop, c0:c1] = c * reach[:, start:stop, c0:c1]
         del buf
-        if reconstruct:
-            bias = bias_term(
-                out_bias,
-                (b, t, d),
-                attn_norm=attn_norm,
-                post_norm=post_norm,
-                shift=shift,
-                dtype=residual.dtype,
-                device=residual.device,
-            )
-            out.reconstruction = rebuilt + bias
+    if reconstruct:  # the layer's output rebuilt from its per-key terms, either path
+        out.reconstruction = rebuilt + bias_term(
+            out_bias,
+            (b, t, d),
+            attn_norm=attn_norm,
+            post_norm=post_norm,
+            shift=shift,
+            dtype=residual.dtype,
+            device=residual.device,
+        )
     if ffn_gain is not None:
         g2 = g.sub_(g.mean(-1, keepdim=True)).mul_(ffn_gain)  # γ2 ⊙ centre(G), in place: g is done with
         r2 = (r - r.mean(-1, keepdim=True)) * ffn_gain
