@@ -173,6 +173,7 @@ def test_a_bare_venv_resolves_the_wheel_with_the_notebooks_extra(wheel_metadata,
     version of every runtime and notebooks requirement that the wheel's ranges admit.
     (The full install, 183 packages with CUDA wheels, is checked by hand: docs/install.md.)"""
     import json
+    import os
     import subprocess
     import sys
 
@@ -182,10 +183,16 @@ def test_a_bare_venv_resolves_the_wheel_with_the_notebooks_extra(wheel_metadata,
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     report = tmp_path / "report.json"
     whl = wheel_metadata[2]
+    # pip unpacks every wheel it looks at under $TMPDIR and leaves them there when it is stopped;
+    # a resolver that backtracks through a package's versions once left 42 GB in /tmp. Point it
+    # into tmp_path, which pytest prunes, so nothing of this test outlives the last few sessions.
+    pip_tmp = tmp_path / "pip-tmp"
+    pip_tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(pip_tmp)}
     r = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--dry-run", "-q",
          "--report", str(report), "torch==2.14.1", f"{whl}[notebooks]"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     chosen = {
