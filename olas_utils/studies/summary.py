@@ -191,6 +191,40 @@ def _classifier(folder: Path) -> list[str]:
     return lines
 
 
+def _lineage_held_out(folder: Path) -> list[str]:
+    """Notebook 02's classifier with the target's lineage held out (``02_classifier_lineage``, trained
+    maps only, and ``02_classifier_lineage_verdict``): how much the siblings give, per target at order 1."""
+    d = _read(folder, "02_classifier_lineage", ("siblings", "model_top1", "lineage_top1", "drop", "verdict"))
+    if not isinstance(d, pd.DataFrame):
+        return []
+    d = d[d.control == "none"]
+    if not len(d):
+        return []
+    v = _read(folder, "02_classifier_lineage_verdict", ("verdict", "ola_top1", "control_top1", "strongest_control"))
+    v = v if isinstance(v, pd.DataFrame) else pd.DataFrame(columns=["family", "target", "key", "verdict"])
+    lines = [
+        "- **Lineage held out** (`02_classifier_lineage`, beyond the paper: the classifier trained without any "
+        "model of the target's lineage among its sources, against leave-one-model-out on the same test images; it "
+        "also has fewer sources, so part of a drop may come from that): leaving the siblings out lowers top-1 "
+        f"on {_tally(d.verdict)} (target, key) cells; without them the trained maps beat their strongest control "
+        f"on {_tally(v.verdict)}."
+    ]
+    for _, r in d[d.key == "ola:1"].iterrows():
+        mine = v[(v.family == r["family"]) & (v.target == r["target"]) & (v.key == r["key"])]
+        against = (
+            f"; without them vs {control_name(mine.iloc[0]['strongest_control'])} "
+            f"{100 * mine.iloc[0]['control_top1']:.1f} — {mine.iloc[0]['verdict']}"
+            if len(mine)
+            else ""
+        )
+        lines.append(
+            f"  - {r['family']} → {r['target']} (siblings left out: {r['siblings']}), {r['key']}: "
+            f"{100 * r['model_top1']:.1f} → {100 * r['lineage_top1']:.1f}, "
+            f"drop {_pts(*_scaled(r, 'drop', 'drop_low', 'drop_high'))} — {r['verdict']}{against}."
+        )
+    return lines
+
+
 def _parser(folder: Path) -> list[str]:
     t = _read(folder, "03_parser_controls", ("verdict", "margin low", "seeds"))
     if not isinstance(t, pd.DataFrame) or not len(t):
@@ -321,7 +355,8 @@ def results_summary(results_dir: str | Path | None = None) -> str:
     ``results_dir`` (default ``results/``) and its folders of :data:`TRANSFER_PROFILES` (``wide/``, ``tagging/``)
     and :data:`CROSSLM_PROFILES` (``gemma/``).
 
-    Reads ``02_verdict``, ``02_classifier_verdict``, ``02_cross_family_verdict`` (``_gap``, ``_lineage``),
+    Reads ``02_verdict``, ``02_classifier_verdict``, ``02_classifier_lineage`` (``_verdict``),
+    ``02_cross_family_verdict`` (``_gap``, ``_lineage``),
     ``03_parser_controls``,
     ``03_parser_orders``, ``03_probes_uuas``, ``04_verdict`` and ``04_transfer_summary`` (its
     ``strongest control`` per target) (``.csv``); a table that is
@@ -336,7 +371,7 @@ def results_summary(results_dir: str | Path | None = None) -> str:
     folder = Path(results_dir) if results_dir else project_root() / "results"
     if not folder.is_dir():
         raise FileNotFoundError(f"no results folder {folder}; run make reproduce first")
-    lines = _retrieval(folder) + _classifier(folder) + _cross_family(folder, "quick")
+    lines = _retrieval(folder) + _classifier(folder) + _lineage_held_out(folder) + _cross_family(folder, "quick")
     for profile in CROSSLM_PROFILES:
         if (folder / profile).is_dir():
             lines += _cross_family(folder / profile, profile)

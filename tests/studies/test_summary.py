@@ -176,3 +176,40 @@ def test_an_unknown_verdict_label_is_refused_not_counted(results):
     v.to_csv(results / "02_verdict.csv", index=False)
     with pytest.raises(ValueError, match="'maybe'"):
         summary.results_summary(results)
+
+
+def test_lineage_held_out_rows_quote_the_drop_at_order_1_and_the_verdict_without_siblings(results):
+    """A hand-built lineage table: ola:1 drops 0.9 → 0.6 (beats), rollout 0.5 → 0.5, a control row
+    that must not be counted; the verdict table without siblings: ola:1 beats, rollout loses."""
+    common = {"family": "encoder", "protocol": "paper", "siblings": "b, c", "p": 0.01, "holm_cells": 2}
+    rows = [
+        common
+        | {"control": "none", "target": "a", "key": "ola:1", "model_top1": 0.9, "lineage_top1": 0.6}
+        | {"drop": 0.3, "drop_low": 0.2, "drop_high": 0.4, "verdict": "beats"},
+        common
+        | {"control": "none", "target": "a", "key": "rollout", "model_top1": 0.5, "lineage_top1": 0.5}
+        | {"drop": 0.0, "drop_low": -0.1, "drop_high": 0.1, "verdict": "indistinguishable"},
+        common
+        | {"control": "random", "target": "a", "key": "ola:1", "model_top1": 0.1, "lineage_top1": 0.0}
+        | {"drop": 0.1, "drop_low": 0.05, "drop_high": 0.15, "verdict": "beats"},
+    ]
+    write_table(pd.DataFrame(rows), results / "02_classifier_lineage")
+    verdict = [
+        {"family": "encoder", "target": "a", "key": "ola:1", "ola_top1": 0.6, "control_top1": 0.25}
+        | {"strongest_control": "shuffled", "verdict": "beats"},
+        {"family": "encoder", "target": "a", "key": "rollout", "ola_top1": 0.5, "control_top1": 0.7}
+        | {"strongest_control": "uniform", "verdict": "loses"},
+    ]
+    write_table(pd.DataFrame(verdict), results / "02_classifier_lineage_verdict")
+    text = summary.results_summary(results)
+    assert "leaving the siblings out lowers top-1 on 1 of 2 (1 indistinguishable, 0 lose) (target, key) cells" in text
+    assert "without them the trained maps beat their strongest control on 1 of 2 (0 indistinguishable, 1 lose)" in text
+    assert (
+        "  - encoder → a (siblings left out: b, c), ola:1: 90.0 → 60.0, drop +30.0 [+20.0, +40.0] — beats; "
+        "without them vs shuffled layers 25.0 — beats." in text
+    )
+    assert "rollout: 50.0" not in text  # only order 1 gets a line
+
+
+def test_no_lineage_rows_without_the_lineage_table(results):
+    assert "Lineage held out" not in summary.results_summary(results)
