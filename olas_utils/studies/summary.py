@@ -191,6 +191,15 @@ def _classifier(folder: Path) -> list[str]:
     return lines
 
 
+#: A lineage row's verdict in words (``beats``: top-1 is higher with the siblings among the sources).
+_SIBLINGS_SAY = {
+    BEATS: "the siblings raise it",
+    INDISTINGUISHABLE: "no difference shown",
+    LOSES: "the siblings lower it",
+    NOT_TESTABLE: "not testable",
+}
+
+
 def _lineage_held_out(folder: Path) -> list[str]:
     """Notebook 02's classifier with the target's lineage held out (``02_classifier_lineage``, trained
     maps only, and ``02_classifier_lineage_verdict``): how much the siblings give, per target at order 1."""
@@ -220,7 +229,7 @@ def _lineage_held_out(folder: Path) -> list[str]:
         lines.append(
             f"  - {r['family']} → {r['target']} (siblings left out: {r['siblings']}), {r['key']}: "
             f"{100 * r['model_top1']:.1f} → {100 * r['lineage_top1']:.1f}, "
-            f"drop {_pts(*_scaled(r, 'drop', 'drop_low', 'drop_high'))} — {r['verdict']}{against}."
+            f"drop {_pts(*_scaled(r, 'drop', 'drop_low', 'drop_high'))} ({_SIBLINGS_SAY[r['verdict']]}){against}."
         )
     return lines
 

@@ -205,7 +205,8 @@ def test_lineage_held_out_rows_quote_the_drop_at_order_1_and_the_verdict_without
     assert "leaving the siblings out lowers top-1 on 1 of 2 (1 indistinguishable, 0 lose) (target, key) cells" in text
     assert "without them the trained maps beat their strongest control on 1 of 2 (0 indistinguishable, 1 lose)" in text
     assert (
-        "  - encoder → a (siblings left out: b, c), ola:1: 90.0 → 60.0, drop +30.0 [+20.0, +40.0] — beats; "
+        "  - encoder → a (siblings left out: b, c), ola:1: 90.0 → 60.0, drop +30.0 [+20.0, +40.0] (the siblings raise "
+        "it); "
         "without them vs shuffled layers 25.0 — beats." in text
     )
     assert "rollout: 50.0" not in text  # only order 1 gets a line
