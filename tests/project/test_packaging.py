@@ -167,6 +167,7 @@ def test_the_package_imports_only_what_it_declares():
     assert not undeclared, f"imported by olas_utils but not declared in pyproject.toml: {undeclared}"
 
 
+@pytest.mark.slow  # 29 s measured alone at 1 thread (docs/testing.md)
 def test_a_bare_venv_resolves_the_wheel_with_the_notebooks_extra(wheel_metadata, tmp_path):
     """`pip install olas[notebooks]` into a bare venv (no OLAS pins) resolves: pip's dry run
     (about 40 s; it installs nothing) picks torch 2.14.1, the one this machine's disk holds, and a

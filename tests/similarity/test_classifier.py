@@ -68,6 +68,7 @@ def trained(data):
     )
 
 
+@pytest.mark.slow  # 8 s measured alone at 1 thread (docs/testing.md)
 def test_transfers_to_unseen_target(trained, data):
     chance = 1.0 / N_CLASSES
     acc = evaluate(trained, data["target"], device="cpu")
@@ -289,6 +290,7 @@ def test_standardize_per_image_per_channel():
     assert torch.all(z[1, 1] == 0)
 
 
+@pytest.mark.slow  # 7 s measured alone at 1 thread (docs/testing.md)
 def test_early_stopping_stops_after_patience_and_keeps_the_best(data):
     src = {"a": data["a"], "b": data["b"], "c": data["c"]}
     kw = dict(select_on="c", batch_size=8, seed=0, device="cpu", progress=False)
@@ -317,6 +319,7 @@ def _stop_epoch(keys: list, patience: int, min_epochs: int) -> int:
     return len(keys)
 
 
+@pytest.mark.slow  # 6 s measured alone at 1 thread (docs/testing.md)
 def test_min_epochs_delays_early_stopping_and_keeps_the_best_epoch():
     """A held-out source of pure noise gives a flat selection curve, so patience 1 stops at
     once; ``min_epochs`` must keep training until then, and the chosen epoch is still the

@@ -83,6 +83,7 @@ def test_refit_single_source_and_errors(data):
         predict_logits(res, data["a"][:, :, :8, :8])
 
 
+@pytest.mark.slow  # 6 s measured alone at 1 thread (docs/testing.md)
 def test_many_fits_in_workers_equal_each_fit_alone(data):
     """Worker processes (one BLAS thread each) and this process return, bit for bit, what each
     ``train_logistic`` call returns at one BLAS thread (threadpoolctl limit set here by hand)."""

@@ -41,6 +41,7 @@ def test_swap_unit_ids_by_hand():
         cal.pair_unit_ids(pairs, 2, "sentence")
 
 
+@pytest.mark.slow  # 21 s measured alone at 1 thread (docs/testing.md)
 def test_synthetic_pair_tables_are_calibrated_at_every_unit_of_each_reading():
     def cells(rng):
         return [cal.synthetic_pair_cell(rng) for _ in range(6)]
@@ -65,6 +66,7 @@ def test_synthetic_pair_tables_are_calibrated_at_every_unit_of_each_reading():
     assert power.loc[CONDITIONAL, "power"] >= power.loc[ACROSS_MODELS, "power"]
 
 
+@pytest.mark.slow  # 17 s measured alone at 1 thread (docs/testing.md)
 def test_synthetic_seed_tables_are_calibrated_at_the_seed():
     _own_unit_rows_pass(pd.DataFrame(cal.calibrate_seeds(replicates=REPLICATES, seed=9)))  # 8 seeds: testable
     # 3 seeds with a parser-like spread: the item bootstrap read "for this recipe" fails; the seed reading
@@ -76,6 +78,7 @@ def test_synthetic_seed_tables_are_calibrated_at_the_seed():
     assert (three[three.reading == cal.ACROSS_SEEDS].testable_share == 0).all()
 
 
+@pytest.mark.slow  # 36 s measured alone at 1 thread (docs/testing.md)
 def test_the_committed_retrieval_items_under_a_target_model_null():
     items = pd.read_parquet(ROOT / "results" / "02_retrieval_items.parquet")
     real = cal.committed_retrieval_cells(items)

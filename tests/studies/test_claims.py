@@ -56,6 +56,7 @@ def test_status_words_by_hand(verdicts, across, says):
     assert says in claims.findings_markdown(_cells(verdicts, across))
 
 
+@pytest.mark.slow  # 24 s measured alone at 1 thread (docs/testing.md)
 def test_committed_primary_table_figure_and_readme_are_in_step_with_the_items():
     fresh = claims.primary_frame(ROOT / "results")
     old = pd.read_csv(ROOT / "results" / "primary_claims.csv")

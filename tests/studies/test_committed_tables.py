@@ -16,6 +16,7 @@ PROFILES = [".", "mixing", "flow", "gemma", "wide", "tagging"]
 
 
 @pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.slow  # 70 s measured alone at 1 thread (docs/testing.md)
 def test_committed_tables_equal_the_current_code_on_the_committed_items(profile):
     folder = RESULTS / profile
     for name, fresh in tables_of(folder).items():

@@ -99,6 +99,7 @@ def test_committed_readme_quotes_the_committed_results():
 
 
 @pytest.mark.parametrize("profile", summary.TRANSFER_PROFILES)
+@pytest.mark.slow  # 8 s measured alone at 1 thread (docs/testing.md)
 def test_rows_of_another_profile_name_their_folder_their_strongest_control_and_a_repeat_of_quick(results, profile):
     frame, titems = _transfer({"e1": 0.55, "e2": None, "e3": 0.12})
     s = transfer_report.task_summary(frame, titems)
@@ -121,6 +122,7 @@ def test_rows_of_another_profile_name_their_folder_their_strongest_control_and_a
     assert "the quick row's runs and numbers" not in text
 
 
+@pytest.mark.slow  # 5 s measured alone at 1 thread (docs/testing.md)
 def test_cross_family_rows_name_their_folder_and_a_lineage_on_both_sides(results):
     """quick's cross-family tables (no lineage on both sides: an empty gap table) and the gemma
     profile's (embeddinggemma-300m and gemma3-270m far above the other pairs, by construction)."""

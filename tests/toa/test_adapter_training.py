@@ -225,6 +225,7 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # 27 s measured alone at 1 thread (docs/testing.md)
 def test_training_killed_by_sigkill_resumes_to_identical_weights(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(_SCRIPT.format(tests=str(Path(__file__).resolve().parents[1])))

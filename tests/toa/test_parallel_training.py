@@ -53,6 +53,7 @@ def runs(tmp_path_factory):
             os.environ["OLAS_CACHE_DIR"] = old
 
 
+@pytest.mark.slow  # 7 s measured alone at 1 thread (docs/testing.md)
 def test_workers_give_the_weights_of_the_same_runs_trained_here_and_train_a_shared_run_once(runs, tmp_path):
     par, ref = tmp_path / "par", tmp_path / "ref"
     jobs = {"ola": runs("ola", par), "position": runs("position-only", par), "ola again": runs("ola", par)}
@@ -99,6 +100,7 @@ def test_a_failing_run_is_named_and_the_error_reaches_the_caller(runs, tmp_path)
         fit_many({"bad": bad, "other": runs("position-only", tmp_path)}, workers=2, progress=False)
 
 
+@pytest.mark.slow  # 5 s measured alone at 1 thread (docs/testing.md)
 def test_thousands_of_examples_reach_the_workers(runs, tmp_path):
     # each tensor shared through its own file descriptor would exceed the open-file limit
     import resource
