@@ -229,7 +229,7 @@ def _lineage_held_out(folder: Path) -> list[str]:
         lines.append(
             f"  - {r['family']} → {r['target']} (siblings left out: {r['siblings']}), {r['key']}: "
             f"{100 * r['model_top1']:.1f} → {100 * r['lineage_top1']:.1f}, "
-            f"drop {_pts(*_scaled(r, 'drop', 'drop_low', 'drop_high'))} ({_SIBLINGS_SAY[r['verdict']]}){against}."
+            f"drop {_pts(*_scaled(r, 'drop', 'drop_low', 'drop_high'))} ({_SIBLINGS_SAY.get(r['verdict'], r['verdict'])}){against}."
         )
     return lines
 
