@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from olas_utils.infra.settings import RUNS, project_root
+from olas_utils.infra.settings import RUNS, project_root, shown_path
 
 __all__ = [
     "PROFILES",
@@ -323,7 +323,42 @@ def run_notebook(
     finally:
         if unset:
             os.environ.pop("OLAS_PROGRESS", None)
+    relative_papermill_paths(out_path, path)
     return out_path
+
+
+def relative_papermill_paths(executed: str | Path, source: str | Path | None = None) -> bool:
+    """Rewrite the ``input_path`` and ``output_path`` that papermill records in an executed
+    notebook's metadata without a machine's absolute paths: the output as
+    :func:`olas_utils.infra.settings.shown_path` shows ``executed`` (relative to the repository when
+    inside it), the input as it shows ``source``, or, without ``source``, the recorded path from its
+    ``notebooks/`` folder on (a copy executed in another clone).
+
+    Returns:
+        Whether the file changed (written atomically, byte for byte as papermill writes it
+        otherwise: cells and outputs untouched)."""
+    import nbformat
+
+    from olas_utils.infra.atomic import write_text_atomic
+
+    nb = nbformat.read(str(executed), as_version=4)
+    meta = nb.metadata.get("papermill", {})
+    recorded = str(meta.get("input_path") or "")
+    if source is not None:
+        wanted_input = shown_path(source)
+    elif "/notebooks/" in recorded:
+        wanted_input = "notebooks/" + recorded.rsplit("/notebooks/", 1)[1]
+    else:
+        wanted_input = recorded
+    wanted = {"input_path": wanted_input, "output_path": shown_path(executed)}
+    changed = False
+    for key, value in wanted.items():
+        if meta.get(key) and meta[key] != value:
+            meta[key] = value
+            changed = True
+    if changed:
+        write_text_atomic(Path(executed), nbformat.writes(nb))
+    return changed
 
 
 def reproduce(
