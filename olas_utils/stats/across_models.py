@@ -20,6 +20,7 @@ from olas_utils.stats.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISH
 __all__ = [
     "CONDITIONAL",
     "ACROSS_MODELS",
+    "ACROSS_SEEDS",
     "NOT_TESTABLE",
     "ModelReading",
     "min_p",
@@ -33,6 +34,9 @@ __all__ = [
 #: The two readings' names, as tables and text write them.
 CONDITIONAL = "conditional"
 ACROSS_MODELS = "across models"
+#: The reading whose unit is the training seed ("this training recipe"): a :class:`ModelReading`
+#: whose units are seeds (:func:`model_reading` over per-seed margins).
+ACROSS_SEEDS = "across seeds"
 #: The across-models verdict of a cell whose models are too few for any test at ``alpha``.
 NOT_TESTABLE = "not testable"
 

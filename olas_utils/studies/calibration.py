@@ -33,7 +33,14 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from olas_utils.stats.across_models import ACROSS_MODELS, CONDITIONAL, across_verdicts, model_reading, pair_reading
+from olas_utils.stats.across_models import (
+    ACROSS_MODELS,
+    ACROSS_SEEDS,
+    CONDITIONAL,
+    across_verdicts,
+    model_reading,
+    pair_reading,
+)
 from olas_utils.stats.uncertainty import ALPHA, BEATS, INDISTINGUISHABLE, N_RESAMPLES, margin, verdicts
 
 __all__ = [
@@ -54,8 +61,6 @@ __all__ = [
     "calibration_frame",
 ]
 
-#: The reading whose unit is the training seed ("this training recipe").
-ACROSS_SEEDS = "across seeds"
 #: Swap units of a ``(pair, chunk)`` table.
 PAIR_UNITS = ("chunk", "ordered pair", "unordered pair", "target model", "source model")
 #: Swap units of a ``(seed, item)`` table.

@@ -11,7 +11,14 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from olas_utils.stats.across_models import ACROSS_MODELS, CONDITIONAL, ModelReading, across_verdicts, model_reading
+from olas_utils.stats.across_models import (
+    ACROSS_MODELS,
+    ACROSS_SEEDS,
+    CONDITIONAL,
+    ModelReading,
+    across_verdicts,
+    model_reading,
+)
 from olas_utils.stats.uncertainty import (
     BEATS,
     INDISTINGUISHABLE,
@@ -67,6 +74,53 @@ def _cells(items: pd.DataFrame) -> list[tuple[str, str, str]]:
     return list(dict.fromkeys(zip(ola.model, ola.family, ola.key)))
 
 
+def _seed_reading(hi: pd.DataFrame, lo: pd.DataFrame, make, m: Interval) -> ModelReading | None:
+    """The *across seeds* reading of the paired margin ``m`` of two systems (the seed is the unit:
+    "this training recipe"): per seed, ``hi``'s run minus ``lo``'s run of the same seed (same
+    initialisation and batch order, other inputs), read by
+    :func:`~olas_utils.stats.across_models.model_reading` with ``m``'s item p-value — the procedure
+    calibrated in :mod:`olas_utils.studies.calibration` (``across seeds``). A one-run ``lo`` (the
+    deterministic neighbour chain) is set against every seed; None when the two systems have
+    other seeds."""
+    seeds = sorted(set(hi.seed))
+    a, b = run_values(hi, make), run_values(lo, make)
+    if len(set(lo.seed)) == 1 and lo.condition.iloc[0] == _BASELINE:
+        b = np.repeat(b, len(a))
+    elif sorted(set(lo.seed)) != seeds:
+        return None
+    per = {f"seed {s}": float(x - y) for s, x, y in zip(seeds, a, b)}
+    return model_reading(per, p_items=m.p_value, estimate=m.estimate)
+
+
+def _order_cell(r) -> str:
+    """One order comparison in words: its margin, conditional interval and verdict, and the
+    across-seeds verdict where the row has one."""
+    text = f"{r.comparison} {r.margin:+.1f} [{r.low:+.1f}, {r.high:+.1f}] {r.verdict}"
+    seed = r.get("seed verdict")
+    return f"{text}, across seeds {seed}" if isinstance(seed, str) and seed else text
+
+
+def _seed_text(r) -> str:
+    """A row's across-seeds reading as ``verdict [low, high]`` (``-`` when it has none)."""
+    v = r.get("seed verdict", "")
+    if not isinstance(v, str) or not v:
+        return "-"
+    return f"{v} [{r['seed low']:+.1f}, {r['seed high']:+.1f}]" if np.isfinite(r["seed low"]) else v
+
+
+def _seed_columns(out: pd.DataFrame, readings: list[ModelReading | None]) -> pd.DataFrame:
+    """Columns of the *across seeds* reading: the margin's SD over seeds, Student's t interval
+    over the per-seed margins (%), its p-value and verdict (Holm over the table's cells that
+    have one; ``not testable`` below 6 seeds, where an exact sign-flip test cannot reach 5 %)."""
+    nan = float("nan")
+    out["seed sd"] = [100 * float(np.std(r.per_model, ddof=1)) if r and r.n_models > 1 else nan for r in readings]
+    out["seed low"] = [100 * r.low if r else nan for r in readings]
+    out["seed high"] = [100 * r.high if r else nan for r in readings]
+    out["seed p"] = [r.p_value if r else nan for r in readings]
+    out["seed verdict"] = [v if v is not None else "" for v in across_verdicts(readings)]
+    return out
+
+
 def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
     """Per model and key, ``metric`` (%) of the OLA parser (mean over seeds, its spread over
     seeds and its interval) and of every control, OLA set against every control at once
@@ -77,7 +131,7 @@ def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas")
     their number may measure how fast the input learns, not what it carries."""
     make = _metric(metric)
     controls = _controls(items)
-    rows, margins = [], []
+    rows, margins, seed_readings = [], [], []
     for model, fam, key in _cells(items):
         ola = _system(items, model, key, _OLA)
         per_seed = run_values(ola, make)
@@ -93,6 +147,12 @@ def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas")
         strongest = controls[i]
         m = dataclasses.replace(each[strongest], p_value=p)
         margins.append(m)
+        # across seeds: OLA beats only if it beats each control (the largest p), read at the decisive one
+        per = [_seed_reading(ola, _system(items, model, key, c), make, m) for c in controls]
+        sr = per[i]
+        if sr is not None and all(x is not None for x in per):
+            sr = dataclasses.replace(sr, p_value=max(x.p_value for x in per))
+        seed_readings.append(sr)
         r.update({"strongest control": strongest, "margin": 100 * m.estimate})
         r.update({"margin low": 100 * m.low, "margin high": 100 * m.high, "p": m.p_value})
         runs = parser[(parser.model == model) & (parser.key == key) & (parser.condition == _OLA)]
@@ -100,7 +160,10 @@ def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas")
         rows.append(r)
     out = pd.DataFrame(rows)
     out["verdict"] = verdicts(margins)
-    return out.round({c: 1 for c in out.columns if c not in ("p", "seeds", "capped")}).round({"p": 4})
+    out["reading"] = CONDITIONAL
+    out = _seed_columns(out, seed_readings)
+    text = ("p", "seed p", "seeds", "capped", "verdict", "seed verdict", "reading", "model", "family", "key")
+    return out.round({c: 1 for c in out.columns if c not in text}).round({"p": 4, "seed p": 4})
 
 
 def _comparisons(keys: list[str]) -> list[tuple[str, str]]:
@@ -168,7 +231,7 @@ def order_table(items: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
     make = _metric(metric)
     cells = _cells(items)
     models = list(dict.fromkeys(m for m, _, _ in cells))
-    rows, margins, mean_rows = [], [], {}
+    rows, margins, mean_rows, seed_readings = [], [], {}, []
     per_model: dict[tuple[str, str], dict[str, Interval]] = {}
     for model in models + ([MEAN] if len(models) > 1 else []):
         names = models if model == MEAN else [model]
@@ -183,15 +246,19 @@ def order_table(items: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
                 margins.append(None)
                 row.update(margin=100 * r.estimate, low=100 * r.low, high=100 * r.high, p=r.p_value)
                 row["models_show"] = ms  # replaced below, once the per-model verdicts exist
+                seed_readings.append(None)
             else:
-                m = versus(_system(items, model, hi, _OLA), _system(items, model, lo, _OLA), make)
+                a, b = _system(items, model, hi, _OLA), _system(items, model, lo, _OLA)
+                m = versus(a, b, make)
                 per_model.setdefault((hi, lo), {})[model] = m
                 margins.append(m)
+                seed_readings.append(_seed_reading(a, b, make, m))
                 row.update(margin=100 * m.estimate, low=100 * m.low, high=100 * m.high, p=m.p_value)
             rows.append(row)
     cols = ["model", "comparison", "higher", "lower", "margin", "low", "high", "p"]
     out = pd.DataFrame(rows, columns=cols + ["models_show"])
     out = _finish(out, margins, mean_rows)
+    out = _seed_columns(out, seed_readings)
     said = {(r.model, r.comparison): r.verdict for r in out.itertuples()}
     out["models_show"] = (
         [
@@ -201,7 +268,9 @@ def order_table(items: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
         if len(out)
         else []
     )
-    return out.round({"margin": 1, "low": 1, "high": 1, "p": 4})
+    return out.round({"margin": 1, "low": 1, "high": 1, "seed sd": 1, "seed low": 1, "seed high": 1}).round(
+        {"p": 4, "seed p": 4}
+    )
 
 
 def probe_table(items: pd.DataFrame, metric: str = "uuas") -> pd.DataFrame:
@@ -402,11 +471,15 @@ def comparison_markdown(
         f"**This run** ({sizes}; UAS/LAS with punctuation, trees by Chu–Liu/Edmonds; epoch chosen on EWT dev). "
         f"Each trained number is the mean over {len(seeds)} training seed{'s' * (len(seeds) > 1)} "
         f"({', '.join(map(str, seeds))}) with its 95 % bootstrap interval over seeds and test sentences; margins "
-        "are paired (same sentences); verdicts are Holm-corrected across each table's cells.",
+        "are paired (same sentences); verdicts are Holm-corrected across each table's cells. Two readings: "
+        f"*{CONDITIONAL}* (seeds × test sentences resampled: these trained parsers on these sentences) and "
+        f'*{ACROSS_SEEDS}* (the seed is the unit, "this training recipe": per-seed margins, runs of one seed '
+        "sharing initialisation and batch order; Student's t interval, exact sign-flip test, not testable below 6 "
+        "seeds, where it cannot reach 5 %).",
         "",
         "| model | key | OLA UAS [95 % CI] | sd over seeds | strongest control | its UAS | margin [95 % CI] | "
-        "verdict | OLA LAS | greedy UAS (released) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"verdict ({CONDITIONAL}) | {ACROSS_SEEDS} [95 % t CI] | OLA LAS | greedy UAS (released) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in table.iterrows():
         ola = _system(items, r.model, r.key, _OLA)
@@ -414,7 +487,7 @@ def comparison_markdown(
             f"| {r.model} | {r.key} | {r.ola:.1f} [{r['ola low']:.1f}, {r['ola high']:.1f}] | "
             f"{r['ola sd (seeds)']:.1f} | {r['strongest control']} | {r.ola - r.margin:.1f} | "
             f"{r.margin:+.1f} [{r['margin low']:+.1f}, {r['margin high']:+.1f}] | **{r.verdict}** | "
-            f"{100 * estimate(ola, las):.1f} | {100 * estimate(ola, greedy):.1f} |"
+            f"{_seed_text(r)} | {100 * estimate(ola, las):.1f} | {100 * estimate(ola, greedy):.1f} |"
         )
     lines += [
         "",
@@ -441,11 +514,7 @@ def comparison_markdown(
         else "* The paper's finding, lower orders carry more syntax than higher orders (each order's UAS minus the next "
         "order's, paired): "
         + "; ".join(
-            f"{model}: **{_claim(d)}** ("
-            + ", ".join(
-                f"{r.comparison} {r.margin:+.1f} [{r.low:+.1f}, {r.high:+.1f}] {r.verdict}" for _, r in d.iterrows()
-            )
-            + ")"
+            f"{model}: **{_claim(d)}** (" + ", ".join(_order_cell(r) for _, r in d.iterrows()) + ")"
             for model, d in among.groupby("model", sort=False)
         )
         + ". Paper, BERT-base: "
@@ -459,11 +528,7 @@ def comparison_markdown(
         lines.append(
             f"* {name} below every OLA order (each order's UAS minus {aggregate}'s): "
             + "; ".join(
-                f"{model}: **{_claim(d)}** ("
-                + ", ".join(
-                    f"{r.comparison} {r.margin:+.1f} [{r.low:+.1f}, {r.high:+.1f}] {r.verdict}" for _, r in d.iterrows()
-                )
-                + ")"
+                f"{model}: **{_claim(d)}** (" + ", ".join(_order_cell(r) for _, r in d.iterrows()) + ")"
                 for model, d in ro.groupby("model", sort=False)
             )
             + "."
@@ -474,10 +539,7 @@ def comparison_markdown(
             "* Attention or context mixing? Each OLA order's UAS minus that of ALTI or value norms decomposed by the "
             "same order (beyond the paper; `beats`: OLA carries more): "
             + "; ".join(
-                f"{model}: "
-                + ", ".join(
-                    f"{r.comparison} {r.margin:+.1f} [{r.low:+.1f}, {r.high:+.1f}] {r.verdict}" for _, r in d.iterrows()
-                )
+                f"{model}: " + ", ".join(_order_cell(r) for _, r in d.iterrows())
                 for model, d in mix.groupby("model", sort=False)
             )
             + "."

@@ -25,6 +25,8 @@ def test_maps_key_adds_the_mixing_keys_only_when_there_are_some():
         "orders": [1, 2, 3],
         "rollout": True,
         "versions": library_versions(),
+        "extraction": "one sentence per forward pass",
+        "torch_threads": torch.get_num_threads(),
     }
     old = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     assert maps_key("w" * 64, "minilm-l6", Control.TRAINED, 0, (1, 2, 3), True) == old
