@@ -29,6 +29,8 @@ __all__ = [
     "pair_reading",
     "model_reading",
     "across_verdicts",
+    "holm_reachable",
+    "units_needed",
 ]
 
 #: The two readings' names, as tables and text write them.
@@ -92,6 +94,46 @@ def min_p(n: int) -> float:
     if n < 1:
         raise ValueError(f"a sign-flip test needs at least one unit, got {n}")
     return min(1.0, 2.0 / 2.0**n)
+
+
+def holm_reachable(units: Sequence[int], *, alpha: float = ALPHA) -> list[bool]:
+    """Which cells of one Holm family could be rejected at all, given only each cell's number of
+    units (models, seeds): Holm run on every cell's smallest possible p-value (:func:`min_p`),
+    the most any data could give, since Holm rejects more when any p-value falls. A cell it
+    cannot reject there can never be rejected; it leaves the family (a choice made from unit
+    counts, not from the data, so the smaller family keeps Holm's guarantee) and the rest are
+    run again until nothing changes (when none is left, no cell of the family can be rejected:
+    which to leave out would be an arbitrary choice). E.g. 6 models reach p = 0.031: one cell alone can be
+    rejected, none of 2 or more (0.031 > 0.05 / 2); 9 seeds reach 0.0039, so up to 12 cells.
+
+    Raises:
+        ValueError: a count below 1, ``alpha`` outside (0, 1).
+    """
+    best = [min_p(int(n)) for n in units]
+    keep = [i for i, b in enumerate(best) if b <= alpha]  # a cell no test can reject alone is out first
+    while keep:
+        rejected = holm_reject([best[i] for i in keep], alpha=alpha)
+        if rejected.all():
+            break
+        keep = [i for i, r in zip(keep, rejected) if r]
+    kept = set(keep)
+    return [i in kept for i in range(len(units))]
+
+
+def units_needed(cells: int, *, alpha: float = ALPHA) -> int:
+    """The fewest units (models, seeds) each of ``cells`` cells of one Holm family needs for an
+    exact sign-flip test to be able to reject them all: the smallest n with
+    ``2 / 2**n <= alpha / cells`` (6 for one cell, 9 for 12, 10 for 14 to 25).
+
+    Raises:
+        ValueError: ``cells`` below 1, ``alpha`` outside (0, 1).
+    """
+    if cells < 1 or not 0 < alpha < 1:
+        raise ValueError(f"need cells >= 1 and alpha in (0, 1), got {cells}, {alpha}")
+    n = 1
+    while min_p(n) > alpha / cells:
+        n += 1
+    return n
 
 
 def _signs(n: int, seed: int) -> np.ndarray:
@@ -283,7 +325,10 @@ def pair_reading(
 
 def across_verdicts(readings: Sequence[ModelReading | None], *, alpha: float = ALPHA) -> list[str | None]:
     """Three-way across-models verdicts, Holm-corrected over the *testable* cells; a cell with
-    too few models reads :data:`NOT_TESTABLE` and takes no part in the correction.
+    too few models (or seeds) reads :data:`NOT_TESTABLE` and takes no part in the correction —
+    alone (:func:`min_p` above ``alpha``) or within the family (:func:`holm_reachable`: no
+    data could let Holm reject it beside the other cells, e.g. 6 models in a family of 2 or
+    more cells), instead of an ``indistinguishable`` that the unit counts decided in advance.
 
     Args:
         readings: one :class:`ModelReading` per cell, or None (no margin: None out).
@@ -308,6 +353,10 @@ def across_verdicts(readings: Sequence[ModelReading | None], *, alpha: float = A
         if not np.isfinite(r.p_value):
             raise ValueError(f"cell {i} is testable but its p-value is {r.p_value}: no verdict from a NaN")
         idx.append(i)
+    reach = holm_reachable([readings[i].n_models for i in idx], alpha=alpha)
+    for i in [i for i, ok in zip(idx, reach) if not ok]:
+        out[i] = NOT_TESTABLE
+    idx = [i for i, ok in zip(idx, reach) if ok]
     if not idx:
         return out
     reject = holm_reject([readings[i].p_value for i in idx], alpha=alpha)

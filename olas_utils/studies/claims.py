@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from olas_utils.stats.across_models import ACROSS_MODELS, CONDITIONAL, NOT_TESTABLE
+from olas_utils.stats.across_models import ACROSS_MODELS, CONDITIONAL, NOT_TESTABLE, holm_reachable, units_needed
 from olas_utils.stats.uncertainty import ALPHA, BEATS, INDISTINGUISHABLE, LOSES, holm_reject
 from olas_utils.vocabulary import Control
 
@@ -229,12 +229,20 @@ def _transfer_rows(folder: Path, profile: str) -> list[dict]:
     return rows
 
 
-def holm_verdicts(estimates: Sequence[float], p_values: Sequence[float], *, alpha: float = ALPHA) -> list[str]:
+def holm_verdicts(
+    estimates: Sequence[float], p_values: Sequence[float], *, units: Sequence[float] | None = None, alpha: float = ALPHA
+) -> list[str]:
     """Three-way verdicts, Holm over the finite p-values; a NaN p-value (a cell without that
-    reading's test, e.g. too few models) reads :data:`NOT_TESTABLE` and takes no part."""
+    reading's test, e.g. too few models) reads :data:`NOT_TESTABLE` and takes no part. With
+    ``units`` (each cell's number of models, for an exact test over them), a cell that no data
+    could let Holm reject beside the others
+    (:func:`olas_utils.stats.across_models.holm_reachable`) reads :data:`NOT_TESTABLE` too."""
     e, p = np.asarray(estimates, float), np.asarray(p_values, float)
     out = [NOT_TESTABLE] * len(p)
     idx = np.flatnonzero(np.isfinite(p))
+    if units is not None and idx.size:
+        n = np.asarray(units, float)
+        idx = idx[np.asarray(holm_reachable([int(n[i]) for i in idx], alpha=alpha), dtype=bool)]
     if idx.size:
         reject = holm_reject(p[idx], alpha=alpha)
         for i, r in zip(idx, reject):
@@ -265,9 +273,9 @@ def primary_frame(results_root: Path | str) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     out.insert(0, "statement", out["claim"].map(CLAIMS))
     out["verdict"] = holm_verdicts(out["margin"], out["p"])
-    out["across_verdict"] = holm_verdicts(out["margin"], out["across_p"])
+    out["across_verdict"] = holm_verdicts(out["margin"], out["across_p"], units=out["models"])
     out["holm_cells"] = int(np.isfinite(out["p"]).sum())
-    out["across_holm_cells"] = int(np.isfinite(out["across_p"]).sum())
+    out["across_holm_cells"] = int(np.isfinite(out["across_p"]).sum())  # tested, whether or not reachable
     order = {c: i for i, c in enumerate(CLAIMS)}
     out = out.sort_values("claim", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
     return out
@@ -340,8 +348,10 @@ def _status(g: pd.DataFrame) -> str:
         return "**holds across models**"
     if all(v == BEATS for v in cond):
         testable = [v for v in across if v != NOT_TESTABLE]
+        cells = int(g["across_holm_cells"].iloc[0]) if "across_holm_cells" in g else 1
         return "**holds on these models**; " + (
-            "not testable across models (too few models)"
+            f"not testable across models (too few models: with Holm over the {cells} primary cells an exact "
+            f"test needs {units_needed(max(cells, 1))} per cell)"
             if not testable
             else f"across models {sum(v == BEATS for v in testable)} of {len(testable)} testable cells"
         )

@@ -23,7 +23,7 @@ import pandas as pd
 
 from olas_utils.infra.atomic import write_text_atomic
 from olas_utils.infra.settings import project_root
-from olas_utils.stats.across_models import NOT_TESTABLE
+from olas_utils.stats.across_models import NOT_TESTABLE, units_needed
 from olas_utils.stats.uncertainty import BEATS, INDISTINGUISHABLE, LOSES
 from olas_utils.studies.crosslm_report import control_name, distinct_cells
 from olas_utils.studies.syntax import PARSER_CONTROLS
@@ -234,6 +234,25 @@ def _lineage_held_out(folder: Path) -> list[str]:
     return lines
 
 
+def _seed_lines(per_model: pd.DataFrame, seeds: int) -> list[str]:
+    """The order claims per model read across seeds (the seed as the unit), from the table's
+    ``seed low/high`` (t interval over per-seed margins) and ``seed verdict``; none for a table
+    written before it had them."""
+    if "seed verdict" not in per_model or not len(per_model):
+        return []
+    verdicts = per_model["seed verdict"].fillna("").astype(str)
+    head = f"  - the same, per model, read across seeds ({seeds} seeds, the seed as the unit): " + "; ".join(
+        f"{r['model']} {r['comparison']} t interval [{r['seed low']:+.1f}, {r['seed high']:+.1f}] {v or '-'}"
+        for (_, r), v in zip(per_model.iterrows(), verdicts)
+    )
+    if (verdicts == NOT_TESTABLE).all():
+        head += (
+            f". No seed-level verdict: an exact test over {seeds} seeds cannot pass Holm over "
+            f"{len(per_model)} cells (it needs {units_needed(len(per_model))} seeds)"
+        )
+    return [head + "."]
+
+
 def _parser(folder: Path) -> list[str]:
     t = _read(folder, "03_parser_controls", ("verdict", "margin low", "seeds"))
     if not isinstance(t, pd.DataFrame) or not len(t):
@@ -268,6 +287,7 @@ def _parser(folder: Path) -> list[str]:
             )
             + "."
         )
+        lines += _seed_lines(o[o.model != MEAN], int(t.seeds.max()))
     p = _read(folder, "03_probes_uuas", ("verdict", "margin low"))
     if isinstance(p, pd.DataFrame) and len(p):
         p = p[p.model != MEAN]  # the per-cell verdicts; the mean-over-models rows are another claim

@@ -12,6 +12,8 @@ from olas_utils.stats.across_models import (
     NOT_TESTABLE,
     across_verdicts,
     dyadic_sign_flip_p,
+    holm_reachable,
+    units_needed,
     min_p,
     model_reading,
     pair_reading,
@@ -107,6 +109,40 @@ def test_across_verdicts_holm_over_the_testable_cells_only():
     assert got[0] == ("beats" if reject[0] else "indistinguishable")
     assert got[0] == "beats"  # 1/64 < 0.05/2, where 6 models (1/32) could not pass Holm over 2 cells
     assert got[2] == "indistinguishable"
+
+
+def test_holm_reachable_by_hand_and_against_statsmodels():
+    # hand-worked: 6 units reach 2/64 = 0.031 (one cell alone: yes; two: 0.031 > 0.05/2, neither);
+    # 9 units reach 2/512 = 0.0039: 12 cells (<= 0.05/12 = 0.0042) yes, 13 (0.00385) no
+    assert holm_reachable([6]) == [True] and holm_reachable([6, 6]) == [False, False]
+    assert all(holm_reachable([9] * 12)) and not any(holm_reachable([9] * 13))
+    assert holm_reachable([3, 6]) == [False, True]  # 3 units are out alone (0.25), the 6 then stand alone
+    assert holm_reachable([6, 10, 10]) == [True, True, True]  # 0.002, 0.002 pass first; 0.031 <= 0.05 last
+    # whatever the counts: statsmodels' Holm on the kept cells' smallest p-values rejects every kept cell
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        units = rng.integers(2, 12, size=rng.integers(1, 9)).tolist()
+        ok = holm_reachable(units)
+        kept = [min_p(n) for n, k in zip(units, ok) if k]
+        if kept:
+            assert statsmodels_holm(kept, alpha=0.05).all()
+
+
+def test_units_needed_by_hand():
+    # 2/2**6 = 0.031 <= 0.05; 2/2**7 = 0.0156 <= 0.025; 2/2**9 = 0.0039 <= 0.05/12 = 0.0042 but not <= 0.05/13
+    assert [units_needed(m) for m in (1, 2, 12, 13, 14)] == [6, 7, 9, 10, 10]
+    for m in (1, 5, 14, 30):
+        n = units_needed(m)
+        assert all(holm_reachable([n] * m)) and not any(holm_reachable([n - 1] * m))
+
+
+def test_a_family_too_small_for_holm_reads_not_testable_not_indistinguishable():
+    # two cells of 6 models each, every model agreeing: p = 1/32 each, no Holm over 2 can reject;
+    # the old procedure printed "indistinguishable", a verdict the model count had decided
+    cells = [model_reading({m: 0.5 + 0.01 * i for i, m in enumerate("abcdef")}, p_items=0.0) for _ in range(2)]
+    assert [c.testable for c in cells] == [True, True]
+    assert across_verdicts(cells) == [NOT_TESTABLE, NOT_TESTABLE]
+    assert across_verdicts(cells[:1]) == ["beats"]
 
 
 def test_every_control_intersection_union_and_bonferroni_by_hand():

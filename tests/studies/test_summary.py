@@ -54,6 +54,9 @@ def test_summary_counts_the_verdicts_its_tables_hold(results):
     assert "3 of 9 OLA parser runs were stopped by the epoch cap, not by early stopping" in text  # seed 0 of each key
     assert "m ola:1: UAS" in text and "— beats." in text
     assert "ola:1 − ola:2 +" in text
+    # the order claims read across seeds: 3 seeds, 2 cells: no verdict (Holm over 2 needs 2/2**7 <= 0.025)
+    assert "read across seeds (3 seeds, the seed as the unit): m ola:1 − ola:2 t interval [" in text
+    assert "cannot pass Holm over 2 cells (it needs 7 seeds)" in text
     # 04: e1 beats, e2 indistinguishable, e3 loses; self beats everywhere
     assert "the headline TOA beats the strongest control on 1 of 3 (1 indistinguishable, 1 lose) targets" in text
     assert "the self-trained adapter on 3 of 3 (0 indistinguishable, 0 lose)" in text
