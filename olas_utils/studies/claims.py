@@ -350,8 +350,7 @@ def _status(g: pd.DataFrame) -> str:
         testable = [v for v in across if v != NOT_TESTABLE]
         cells = int(g["across_holm_cells"].iloc[0]) if "across_holm_cells" in g else 1
         return "**holds on these models**; " + (
-            f"not testable across models (too few models: with Holm over the {cells} primary cells an exact "
-            f"test needs {units_needed(max(cells, 1))} per cell)"
+            f"not testable across models (Holm over {cells} cells needs {units_needed(max(cells, 1))} models)"
             if not testable
             else f"across models {sum(v == BEATS for v in testable)} of {len(testable)} testable cells"
         )

@@ -21,14 +21,16 @@ ITEM_SUFFIXES = (".parquet", ".csv.gz")
 def write_table(df: pd.DataFrame, stem: str | Path, *, floatfmt: str = ".3f") -> tuple[Path, Path]:
     """Write ``df`` as ``<stem>.csv`` and ``<stem>.md`` (folders created; each written
     atomically, :func:`olas_utils.infra.atomic.write_text_atomic`). The Markdown shows floats with
-    ``floatfmt``, except p-values (a column named ``p``), which keep 4 decimals.
+    ``floatfmt``, except p-values (a column named ``p`` or ending in `` p``, e.g. ``seed p``), which
+    keep 4 decimals.
 
     Returns:
         The two paths.
     """
     stem = Path(stem)
     csv, md = stem.with_suffix(".csv"), stem.with_suffix(".md")
-    fmt = [".4f" if c == "p" else floatfmt for c in df.columns] if "p" in df.columns else floatfmt
+    is_p = [c == "p" or str(c).endswith(" p") for c in df.columns]
+    fmt = [".4f" if q else floatfmt for q in is_p] if any(is_p) else floatfmt
     write_text_atomic(csv, df.to_csv(index=False, float_format="%.4f"), what="result table")
     write_text_atomic(md, df.to_markdown(index=False, floatfmt=fmt) + "\n", what="result table")
     return csv, md
