@@ -13,11 +13,11 @@ from olas_utils.stats.across_models import (
     across_verdicts,
     dyadic_sign_flip_p,
     holm_reachable,
-    units_needed,
     min_p,
     model_reading,
     pair_reading,
     sign_flip_p,
+    units_needed,
 )
 from olas_utils.stats.uncertainty import against_every_control, verdicts
 from olas_utils.stats.uncertainty import margin as item_margin

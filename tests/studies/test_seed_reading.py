@@ -54,7 +54,10 @@ def test_a_one_run_baseline_is_set_against_every_seed():
     assert table.loc["ola:1", "seeds"] == 6 and np.isfinite(table.loc["ola:1", "seed low"])
     # the decisive control of ola:1 is another run per seed; the baseline's reading exists too
     reading = syntax_report._seed_reading(
-        items[(items.key == "ola:1") & (items.condition == "ola")], base, syntax_report._metric("uas"), _Margin(0.0, 0.5)
+        items[(items.key == "ola:1") & (items.condition == "ola")],
+        base,
+        syntax_report._metric("uas"),
+        _Margin(0.0, 0.5),
     )
     assert reading.n_models == 6 and reading.per_model == pytest.approx(tuple(a - b))
 
