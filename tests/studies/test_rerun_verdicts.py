@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-#: real zoo models and training in two processes (~40 s each at one thread)
+#: real zoo models and training in two processes: 57 s at one thread (measured beside a notebook run)
 pytestmark = [pytest.mark.models, pytest.mark.slow]
 
 _RUN = r"""
