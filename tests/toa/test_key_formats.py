@@ -75,10 +75,12 @@ def test_sentence_id_and_maps_key_formulas():
         "orders": [1, 2, 3],
         "rollout": True,
         "versions": library_versions(),
+        "extraction": "one sentence per forward pass",
+        "torch_threads": torch.get_num_threads(),
     }
     ref = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     assert maps_key("w" * 64, "minilm-l6", "random", 3, [3, 1, 2], True) == ref
-    assert maps_key("w" * 64, "minilm-l6", "random", 3, [3, 1, 2], True, mixing=()) == ref  # no mixing: as before
+    assert maps_key("w" * 64, "minilm-l6", "random", 3, [3, 1, 2], True, mixing=()) == ref  # no mixing key
 
 
 def test_task_fingerprint_and_corpus_hash_formulas():
