@@ -5,26 +5,12 @@ sentences beside it. Reference: a fresh cache filled in one call; compared with 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import torch
+from _support.tasks import subset
 
 #: real zoo models: not in `make test-fast`
 pytestmark = pytest.mark.models
-
-
-def _subset(data, idx):
-    pick = lambda v: None if v is None else [v[i] for i in idx]  # noqa: E731
-    return replace(
-        data,
-        words=pick(data.words),
-        labels=pick(data.labels),
-        rows=pick(data.rows),
-        heads=pick(data.heads),
-        upos=pick(data.upos),
-        spans=pick(data.spans),
-    )
 
 
 @pytest.mark.parametrize("model", ["minilm-l6", "smollm2-135m"])
@@ -40,9 +26,9 @@ def test_maps_are_byte_identical_whatever_the_cache_held_before(tmp_path, model)
     # another history: two earlier runs extracted odd-sized groups of these sentences (and a
     # sentence of another split beside them), the last call extracts only what is left
     other = load_task("dependency", "train", n=2, max_words=30, min_words=20, seed=0)
-    taskmaps.task_maps(pool, model, _subset(ewt, [7, 2, 9]), cache_dir=tmp_path / "grown", **kw)
+    taskmaps.task_maps(pool, model, subset(ewt, [7, 2, 9]), cache_dir=tmp_path / "grown", **kw)
     taskmaps.task_maps(pool, model, other, cache_dir=tmp_path / "grown", **kw)
-    taskmaps.task_maps(pool, model, _subset(ewt, [0, 5]), cache_dir=tmp_path / "grown", **kw)
+    taskmaps.task_maps(pool, model, subset(ewt, [0, 5]), cache_dir=tmp_path / "grown", **kw)
     grown = taskmaps.task_maps(pool, model, ewt, cache_dir=tmp_path / "grown", **kw)
     assert len(list((tmp_path / "grown" / "taskmaps").rglob("*.pt"))) == 4  # the last call extracted the rest
     assert one_call.keys() == grown.keys() == ["ola:1", "ola:2", "rollout"]

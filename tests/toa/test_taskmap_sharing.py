@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _support.tasks import subset
 
 #: real zoo models or their tokenizers: not in `make test-fast`
 pytestmark = pytest.mark.models
@@ -38,21 +39,6 @@ def test_the_same_sentences_of_two_tasks_share_one_extraction(tmp_path):
         assert torch.equal(m, torch.ones(len(ws), len(ws), dtype=m.dtype))
 
 
-def _subset(data, idx):
-    from dataclasses import replace
-
-    pick = lambda v: None if v is None else [v[i] for i in idx]  # noqa: E731
-    return replace(
-        data,
-        words=pick(data.words),
-        labels=pick(data.labels),
-        rows=pick(data.rows),
-        heads=pick(data.heads),
-        upos=pick(data.upos),
-        spans=pick(data.spans),
-    )
-
-
 def test_uner_sentences_already_extracted_for_ewt_are_not_extracted_again(tmp_path, monkeypatch):
     from olas_utils import extract
     from olas_utils.data.tasks import load_task
@@ -68,7 +54,7 @@ def test_uner_sentences_already_extracted_for_ewt_are_not_extracted_again(tmp_pa
         if len(uner.words[i]) <= 12 and tuple(uner.words[i]) not in {tuple(w) for w in ewt.words}
     ][:2]
     assert len(shared) == 4 and len(fresh) == 2
-    mixed = _subset(uner, [fresh[0], shared[2], shared[0], fresh[1], shared[3], shared[1]])  # UNER's own order
+    mixed = subset(uner, [fresh[0], shared[2], shared[0], fresh[1], shared[3], shared[1]])  # UNER's own order
     seen = []
     real = extract.extract_ola
     monkeypatch.setattr(
