@@ -111,7 +111,8 @@ def _seed_text(r) -> str:
 def _seed_columns(out: pd.DataFrame, readings: list[ModelReading | None]) -> pd.DataFrame:
     """Columns of the *across seeds* reading: the margin's SD over seeds, Student's t interval
     over the per-seed margins (%), its p-value and verdict (Holm over the table's cells that
-    have one; ``not testable`` below 6 seeds, where an exact sign-flip test cannot reach 5 %)."""
+    have one; ``not testable`` where no data could let Holm reject the cell at its seed count,
+    :func:`~olas_utils.stats.across_models.holm_reachable`)."""
     nan = float("nan")
     out["seed sd"] = [100 * float(np.std(r.per_model, ddof=1)) if r and r.n_models > 1 else nan for r in readings]
     out["seed low"] = [100 * r.low if r else nan for r in readings]
