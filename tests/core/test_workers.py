@@ -54,7 +54,7 @@ def test_spawn_pool_runs_jobs_and_stops_its_workers_at_once_on_an_error():
     def running(pid):  # a zombie has exited (the pool's own thread may not have reaped it yet)
         try:
             return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # reaped before, or between open and read (ESRCH)
             return False
 
     while any(running(p.pid) for p in procs) and time.monotonic() - start < 30:
