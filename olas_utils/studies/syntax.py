@@ -18,6 +18,7 @@ from olas_utils.maths.sinks import preprocess
 from olas_utils.studies.depth import drop_skipped, keys_for, mixing_keys, mixing_skips, orders_for
 from olas_utils.studies.profiles import (
     PAPER_TRAINING,
+    QUICK_SEEDS,
     SHARED_SIZES,
     SHARED_TRAINING,
     SplitSizes,
@@ -40,8 +41,6 @@ __all__ = [
     "parser_frame",
 ]
 
-#: The quick profile's parser seeds (:data:`PROFILES`).
-QUICK_PARSER_SEEDS = (0, 1, 2, 3, 4, 5)
 
 #: Notebook 03 sizes (``models=None``: the default zoo; a model shallower than an order skips
 #: that order's key, see :mod:`olas_utils.studies.depth`). ``n_*`` are sentences of UD
@@ -65,10 +64,7 @@ PROFILES: dict[str, SyntaxProfile] = {
         sizes=SHARED_SIZES["quick"],
         keys=("ola:1", "ola:2", "ola:3", "rollout"),
         level="word",
-        # 6 seeds: the across-seeds reading (the seed is the unit) is an exact sign-flip test, which
-        # reaches 5 % only from 6 units (smallest two-sided p = 2 / 2**6 = 0.031; with 5, 0.0625).
-        # Seeds 0-2 are notebook 04's dependency adapters (SHARED_TRAINING), trained once for both.
-        training=replace(SHARED_TRAINING["quick"], seeds=QUICK_PARSER_SEEDS),
+        training=replace(SHARED_TRAINING["quick"], seeds=QUICK_SEEDS),  # 6 seeds: see QUICK_SEEDS
         input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS),
     ),
     "paper": SyntaxProfile(

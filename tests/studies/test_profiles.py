@@ -101,10 +101,11 @@ def test_the_gemma_profile_is_quick_on_the_default_zoo_and_embeddinggemma():
 
 def test_notebooks_03_and_04_share_the_quick_adapters():
     s, t = syntax.PROFILES["quick"], transfer.PROFILES["quick"]
-    # the same settings but the seeds, and notebook 04's seeds among notebook 03's: a checkpoint's
-    # key holds its seed, so 04's dependency adapters are 03's runs of those seeds
-    assert dataclasses.replace(s.training, seeds=t.training.seeds) == t.training == transfer.PROFILES["wide"].training
-    assert set(t.training.seeds) <= set(s.training.seeds) and s.sizes == t.sizes and s.level == t.level
+    # the same settings and seeds: a checkpoint's key holds its seed, so 04's dependency adapters
+    # are 03's runs of those seeds; wide keeps the settings with its three seeds
+    assert s.training == t.training and s.sizes == t.sizes and s.level == t.level
+    w = transfer.PROFILES["wide"].training
+    assert dataclasses.replace(t.training, seeds=w.seeds) == w and set(w.seeds) <= set(t.training.seeds)
     assert s.training.lr == 3e-3 and s.sizes.min_words == 3
     # converged, not capped: the plateau schedule with early stopping and a cap far above the
     # 11-18 epochs the converged runs of benchmarks/adapter_variants.py needed
@@ -115,8 +116,9 @@ def test_notebooks_03_and_04_share_the_quick_adapters():
 def test_trained_learners_of_quick_and_wide_run_with_three_fixed_seeds_or_more():
     from olas_utils.stats.across_models import min_p
 
-    # the quick parsers: enough seeds for an across-seeds test at 5 % (an exact sign flip over 6)
-    assert min_p(len(syntax.PROFILES["quick"].training.seeds)) <= 0.05 < min_p(5)
+    # the quick parsers and adapters: enough seeds for an across-seeds test at 5 % (an exact sign flip over 6)
+    for p in (syntax.PROFILES["quick"], transfer.PROFILES["quick"]):
+        assert min_p(len(p.training.seeds)) <= 0.05 < min_p(5)
     for p in (syntax.PROFILES["quick"], *(transfer.PROFILES[n] for n in ("quick", "wide", "tagging"))):
         assert len(p.training.seeds) >= 3 and p.training.seeds[0] == 0  # seed 0: the single-seed run of before
     for module in (syntax, transfer):
@@ -128,7 +130,8 @@ def test_the_tagging_profile_measures_pos_and_ner_across_lineages_with_quicks_se
 
     t, q = transfer.PROFILES["tagging"], transfer.PROFILES["quick"]
     assert set(t.tasks) == {"pos", "ner-conll2003"}
-    assert t.sizes == q.sizes and t.training == q.training and t.keys == q.keys and t.level == q.level
+    assert t.sizes == q.sizes and t.keys == q.keys and t.level == q.level
+    assert t.training == dataclasses.replace(q.training, seeds=t.training.seeds) and len(t.training.seeds) == 3
     assert t.input_controls == transfer.PROFILES["wide"].input_controls and t.variants == q.variants
     pairs = [(a, b) for a in t.models for b in t.models if a < b]
     assert any(same_lineage(a, b) for a, b in pairs) and any(same_lineage(a, b) is False for a, b in pairs)
@@ -142,7 +145,11 @@ def test_the_wide_profile_covers_every_encoder_and_causal_model_of_the_default_z
     w, q = transfer.PROFILES["wide"], transfer.PROFILES["quick"]
     assert set(w.models) == set(DEFAULT_MODELS) and len(w.models) == len(DEFAULT_MODELS)
     assert set(q.models) <= set(w.models) and set(w.tasks) == {"dependency", "relation"}
-    assert w.training == q.training and w.keys == q.keys and w.level == q.level
+    assert (
+        w.training == dataclasses.replace(q.training, seeds=w.training.seeds)
+        and w.keys == q.keys
+        and w.level == q.level
+    )
     assert w.input_controls == q.input_controls
     assert w.sizes == transfer.WIDE_SIZES and w.sizes.n_train < q.sizes.n_train
     assert w.sizes.max_words <= q.sizes.max_words and w.sizes.min_words == q.sizes.min_words
