@@ -39,6 +39,7 @@ from olas_utils.studies.outcomes import (
     task_metric,
     versus,
 )
+from olas_utils.studies.seed_reading import every_control, seed_columns, seed_reading
 from olas_utils.studies.syntax import BASELINE_MODEL, MIN_MARGIN, PAPER_PARSER, PARSER_CONTROLS, PROBE_RATES
 from olas_utils.vocabulary import Control, MapKey
 
@@ -75,21 +76,11 @@ def _cells(items: pd.DataFrame) -> list[tuple[str, str, str]]:
 
 
 def _seed_reading(hi: pd.DataFrame, lo: pd.DataFrame, make, m: Interval) -> ModelReading | None:
-    """The *across seeds* reading of the paired margin ``m`` of two systems (the seed is the unit:
-    "this training recipe"): per seed, ``hi``'s run minus ``lo``'s run of the same seed (same
-    initialisation and batch order, other inputs), read by
-    :func:`~olas_utils.stats.across_models.model_reading` with ``m``'s item p-value — the procedure
-    calibrated in :mod:`olas_utils.studies.calibration` (``across seeds``). A one-run ``lo`` (the
-    deterministic neighbour chain) is set against every seed; None when the two systems have
-    other seeds."""
-    seeds = sorted(set(hi.seed))
-    a, b = run_values(hi, make), run_values(lo, make)
-    if len(set(lo.seed)) == 1 and lo.condition.iloc[0] == _BASELINE:
-        b = np.repeat(b, len(a))
-    elif sorted(set(lo.seed)) != seeds:
-        return None
-    per = {f"seed {s}": float(x - y) for s, x, y in zip(seeds, a, b)}
-    return model_reading(per, p_items=m.p_value, estimate=m.estimate)
+    """The *across seeds* reading of the paired margin ``m`` of two systems
+    (:func:`olas_utils.studies.seed_reading.seed_reading`); the model-free neighbour chain (one
+    deterministic run) is set against every seed."""
+    fixed = len(set(lo.seed)) == 1 and lo.condition.iloc[0] == _BASELINE
+    return seed_reading(hi, lo, make, m, lo_fixed=fixed)
 
 
 def _order_cell(r) -> str:
@@ -109,17 +100,9 @@ def _seed_text(r) -> str:
 
 
 def _seed_columns(out: pd.DataFrame, readings: list[ModelReading | None]) -> pd.DataFrame:
-    """Columns of the *across seeds* reading: the margin's SD over seeds, Student's t interval
-    over the per-seed margins (%), its p-value and verdict (Holm over the table's cells that
-    have one; ``not testable`` where no data could let Holm reject the cell at its seed count,
-    :func:`~olas_utils.stats.across_models.holm_reachable`)."""
-    nan = float("nan")
-    out["seed sd"] = [100 * float(np.std(r.per_model, ddof=1)) if r and r.n_models > 1 else nan for r in readings]
-    out["seed low"] = [100 * r.low if r else nan for r in readings]
-    out["seed high"] = [100 * r.high if r else nan for r in readings]
-    out["seed p"] = [r.p_value if r else nan for r in readings]
-    out["seed verdict"] = [v if v is not None else "" for v in across_verdicts(readings)]
-    return out
+    """``out`` with the across-seeds columns ``seed sd`` / ``low`` / ``high`` / ``p`` / ``verdict``
+    (:func:`olas_utils.studies.seed_reading.seed_columns`)."""
+    return out.assign(**seed_columns(readings))
 
 
 def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas") -> pd.DataFrame:
@@ -150,10 +133,7 @@ def parser_table(parser: pd.DataFrame, items: pd.DataFrame, metric: str = "uas")
         margins.append(m)
         # across seeds: OLA beats only if it beats each control (the largest p), read at the decisive one
         per = [_seed_reading(ola, _system(items, model, key, c), make, m) for c in controls]
-        sr = per[i]
-        if sr is not None and all(x is not None for x in per):
-            sr = dataclasses.replace(sr, p_value=max(x.p_value for x in per))
-        seed_readings.append(sr)
+        seed_readings.append(every_control(per, i))
         r.update({"strongest control": strongest, "margin": 100 * m.estimate})
         r.update({"margin low": 100 * m.low, "margin high": 100 * m.high, "p": m.p_value})
         runs = parser[(parser.model == model) & (parser.key == key) & (parser.condition == _OLA)]

@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from olas_utils.stats.across_models import across_verdicts, model_reading
+from olas_utils.stats.across_models import NOT_TESTABLE, across_verdicts, model_reading, units_needed
 from olas_utils.stats.uncertainty import (
     BEATS,
     INDISTINGUISHABLE,
@@ -21,6 +21,7 @@ from olas_utils.stats.uncertainty import (
 )
 from olas_utils.studies.outcomes import capped_runs, estimate, family, rate, run_values, select, task_metric, versus
 from olas_utils.studies.plots import grid_shape
+from olas_utils.studies.seed_reading import every_control, seed_columns, seed_reading
 from olas_utils.studies.transfer import CONTROLS, PAPER_CLAIMS, transfer_condition
 from olas_utils.vocabulary import Control
 
@@ -72,12 +73,15 @@ def task_summary(frame: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     the random-init target), intervals and the spread over seeds of ``self`` and the headline
     TOA, the headline's chosen variant, the strongest control (highest mean) and the claims
     of :data:`CLAIMS` as paired margins (intervals over seeds, sources and test sentences)
-    with verdicts Holm-corrected across the table's cells. A claim against "the strongest
+    with verdicts Holm-corrected across the table's cells (the conditional reading: these runs),
+    and each claim read *across seeds* (the seed is the unit, "this training recipe":
+    ``<claim> seed sd`` / ``low`` / ``high`` / ``p`` / ``verdict``,
+    :mod:`olas_utils.studies.seed_reading`; against every control at once, its largest p). A claim against "the strongest
     control" is tested against every control at once
     (:func:`olas_utils.stats.uncertainty.against_every_control`), so no control is chosen on the test
     sentences; its margin columns are those of the control that decides
     (``<claim> decided by``)."""
-    rows, margins = [], {c: [] for c in CLAIMS}
+    rows, margins, seed_reads = [], {c: [] for c in CLAIMS}, {c: [] for c in CLAIMS}
     for task, d in frame.groupby("task", sort=False):
         metric = d.metric.iloc[0]
         make = _make(task, metric)
@@ -112,6 +116,7 @@ def task_summary(frame: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
                 if cond not in systems or not others or any(o not in systems for o in others):
                     r.update({col: float("nan"), f"{col} low": float("nan"), f"{col} high": float("nan")})
                     margins[name].append(None)
+                    seed_reads[name].append(None)
                     continue
                 a, ra = systems[cond]
                 each = [versus(a, systems[o][0], make, ra, systems[o][1]) for o in others]
@@ -119,6 +124,11 @@ def task_summary(frame: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
                 p, i = against_every_control([m.estimate for m in each], [m.p_value for m in each])
                 m = dataclasses.replace(each[i], p_value=p)
                 margins[name].append(m)
+                per = [
+                    seed_reading(a, systems[o][0], make, e, hi_runs=ra, lo_runs=systems[o][1], lo_fixed=o == _BASELINE)
+                    for o, e in zip(others, each)
+                ]
+                seed_reads[name].append(every_control(per, i))
                 r.update({col: 100 * m.estimate, f"{col} low": 100 * m.low, f"{col} high": 100 * m.high})
                 if against == "strongest":
                     r[f"{name} decided by"] = others[i]
@@ -126,8 +136,12 @@ def task_summary(frame: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     for name, ms in margins.items():
         out[f"{name} verdict"] = [v or "-" for v in verdicts(ms)]
-    num = [c for c in out.select_dtypes("number").columns if c != "seeds"]
+    for name, rs in seed_reads.items():
+        out = out.assign(**seed_columns(rs, prefix=f"{name} seed"))
+        out[f"{name} seed verdict"] = out[f"{name} seed verdict"].replace("", "-")
+    num = [c for c in out.select_dtypes("number").columns if c != "seeds" and not c.endswith(" p")]
     out[num] = out[num].round(1)
+    out[[c for c in out if c.endswith(" p")]] = out[[c for c in out if c.endswith(" p")]].round(4)
     # a control no run of the frame has (e.g. the trained random-weights input of a profile without it)
     return out.drop(columns=[c for c in CONTROLS if c in out and c != _BASELINE and out[c].isna().all()])
 
@@ -353,6 +367,40 @@ def _lineage_lines(lineage: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _seed_line(summary: pd.DataFrame) -> str | None:
+    """The summary's claims read *across seeds* (:func:`task_summary`'s ``<claim> seed`` columns),
+    with what the seed count allows: None when the summary has no such column."""
+    parts, said = [], []
+    for name in ("TOA", "self", "self vs inputs"):
+        col = f"{name} seed verdict"
+        got = [v for v in summary.get(col, []) if v not in ("-", "")]
+        if got:
+            said += got
+            tested = [v for v in got if v != NOT_TESTABLE]
+            counts = verdict_counts(tested) if tested else ""
+            parts.append(
+                f"{name} {counts}{', ' if counts and len(tested) < len(got) else ''}"
+                + (f"{len(got) - len(tested)} not testable" if len(tested) < len(got) else "")
+            )
+    if not parts:
+        return None
+    seeds, cells = int(summary.seeds.max()), len(summary)
+    text = (
+        "* The same claims read *across seeds* (the seed is the unit: the training recipe, not these runs; "
+        "Student's t interval over the per-seed margins, the exact sign-flip test against every control at "
+        "once, Holm over the summary's cells; `<claim> seed` columns of `04_transfer_summary`): "
+        + "; ".join(parts)
+        + "."
+    )
+    if NOT_TESTABLE in said:
+        text += (
+            f" With {seeds} seeds a cell can pass Holm over {cells} cells only if 2/2^{seeds} ≤ 0.05/{cells}: "
+            f"that needs {units_needed(cells)} seeds, so where it reads *not testable* the verdicts above are "
+            "about these runs only."
+        )
+    return text
+
+
 def comparison_markdown(
     summary: pd.DataFrame,
     verdict: pd.DataFrame,
@@ -461,6 +509,9 @@ def comparison_markdown(
         )
         + "."
     )
+    seed_line = _seed_line(summary)
+    if seed_line:
+        lines.append(seed_line)
     if frame is not None and {"best_epoch", "epochs_run"} <= set(frame):
         own = frame[frame.condition.isin(["self", _MULTI])].dropna(subset=["best_epoch"])
         lines.append(
