@@ -115,6 +115,11 @@ def test_notebook_04_claims_read_across_seeds_with_the_rule_for_every_control(se
     want[9] = ["beats", "indistinguishable", "loses"]
     assert list(s["TOA seed verdict"]) == want[len(seeds)]
     assert list(s["TOA verdict"]) == ["beats", "indistinguishable", "loses"]  # these runs: the conditional reading
+    line = transfer_report._seed_line(s.reset_index())
+    if len(seeds) == 6:  # 3 cells: 2/2**6 > 0.05/3 >= 2/2**7
+        assert "TOA 3 not testable" in line and "that needs 7 seeds" in line
+    else:
+        assert "not testable" not in line and f"TOA {want[len(seeds)].count('beats')} beat" in line
 
 
 def test_a_control_trained_on_other_seeds_gives_no_reading_and_a_fixed_run_needs_one_seed():
