@@ -376,7 +376,30 @@ def _transfer(folder: Path, label: str, repeats: pd.DataFrame | None = None) -> 
             f"{_pts(r['mean self − strongest'], r['mean self − strongest low'], r['mean self − strongest high'])}"
             + (f"; strongest control: {who}." if who else ".")
         )
-    return lines
+    return lines + _transfer_seeds(folder)
+
+
+def _transfer_seeds(folder: Path) -> list[str]:
+    """The headline TOA's and the self-trained adapter's claims of ``04_transfer_summary`` read
+    across seeds (its ``<claim> seed verdict`` columns, Holm over the table's cells per claim);
+    none for a table written before it had them."""
+    s = _read(folder, "04_transfer_summary", ("seeds", "TOA seed verdict", "self seed verdict"))
+    if not isinstance(s, pd.DataFrame) or not len(s):
+        return []
+    parts, untestable = [], True
+    for who in ("TOA", "self"):
+        said = [v for v in s[f"{who} seed verdict"].fillna("-").astype(str) if v != "-"]
+        tested = [v for v in said if v != NOT_TESTABLE]
+        untestable &= not tested
+        parts.append(f"{who} beats every control on {_tally(tested)} cells" if tested else f"{who} not testable")
+    cells, seeds = len(s), int(s.seeds.max())
+    why = f" (an exact test over {seeds} seeds cannot pass Holm over {cells} cells: it needs {units_needed(cells)})"
+    return [
+        f"  - read across seeds ({seeds} seeds, the seed as the unit): "
+        + "; ".join(parts)
+        + (why if untestable else "")
+        + "."
+    ]
 
 
 def results_summary(results_dir: str | Path | None = None) -> str:

@@ -219,3 +219,26 @@ def test_lineage_held_out_rows_quote_the_drop_at_order_1_and_the_verdict_without
 
 def test_no_lineage_rows_without_the_lineage_table(results):
     assert "Lineage held out" not in summary.results_summary(results)
+
+
+@pytest.mark.parametrize("seeds", [3, 7])
+def test_transfer_claims_read_across_seeds_are_quoted_with_what_the_seed_count_allows(results, seeds):
+    """3 targets, every seed of e1's TOA and of each self above every control: with 7 seeds the exact
+    sign-flip p is 2/2**7 <= 0.05/3 (Holm's first step), so e1's TOA and all three self cells beat;
+    with 3 seeds (2/8) no cell is testable, and the line says 7 would be needed."""
+    frame, titems = _transfer({"e1": 0.55, "e2": None, "e3": 0.12}, seeds=tuple(range(seeds)))
+    write_table(transfer_report.task_summary(frame, titems), results / "04_transfer_summary")
+    text = summary.results_summary(results)
+    head = f"read across seeds ({seeds} seeds, the seed as the unit): "
+    if seeds == 3:
+        assert (
+            head
+            + "TOA not testable; self not testable (an exact test over 3 seeds cannot pass Holm over 3 cells: it needs 7)."
+            in text
+        )
+    else:
+        assert (
+            head
+            + "TOA beats every control on 1 of 3 (2 indistinguishable, 0 lose) cells; self beats every control on 3 of 3"
+            in text
+        )
