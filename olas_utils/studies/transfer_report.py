@@ -76,7 +76,8 @@ def task_summary(frame: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     with verdicts Holm-corrected across the table's cells (the conditional reading: these runs),
     and each claim read *across seeds* (the seed is the unit, "this training recipe":
     ``<claim> seed sd`` / ``low`` / ``high`` / ``p`` / ``verdict``,
-    :mod:`olas_utils.studies.seed_reading`; against every control at once, its largest p). A claim against "the strongest
+    :mod:`olas_utils.studies.seed_reading`; against every control at once by the conditional rule,
+    :func:`~olas_utils.studies.seed_reading.every_control`). A claim against "the strongest
     control" is tested against every control at once
     (:func:`olas_utils.stats.uncertainty.against_every_control`), so no control is chosen on the test
     sentences; its margin columns are those of the control that decides
