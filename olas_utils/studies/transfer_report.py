@@ -19,9 +19,9 @@ from olas_utils.stats.uncertainty import (
     verdict_counts,
     verdicts,
 )
-from olas_utils.studies.outcomes import capped_runs, estimate, family, rate, run_values, select, task_metric, versus
+from olas_utils.studies.outcomes import capped_runs, estimate, family, rate, select, task_metric, versus
 from olas_utils.studies.plots import grid_shape
-from olas_utils.studies.seed_reading import every_control, seed_columns, seed_reading
+from olas_utils.studies.seed_reading import every_control, seed_columns, seed_reading, seed_values
 from olas_utils.studies.transfer import CONTROLS, PAPER_CLAIMS, transfer_condition
 from olas_utils.vocabulary import Control
 
@@ -101,10 +101,7 @@ def task_summary(frame: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
             for name, cond in (("self", "self"), ("TOA", _TOA)):
                 if cond in systems:
                     iv = rate(systems[cond][0], make, systems[cond][1])
-                    per_seed = [
-                        np.mean(run_values(select(systems[cond][0], seed=k), make, systems[cond][1]))
-                        for k in sorted(set(systems[cond][0].seed))
-                    ]
+                    per_seed = list(seed_values(systems[cond][0], make, systems[cond][1]).values())
                     r.update({f"{name} low": 100 * iv.low, f"{name} high": 100 * iv.high})
                     r[f"{name} sd (seeds)"] = 100 * float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else 0.0
             r["headline variant"] = variant or "-"
@@ -140,9 +137,10 @@ def task_summary(frame: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     for name, rs in seed_reads.items():
         out = out.assign(**seed_columns(rs, prefix=f"{name} seed"))
         out[f"{name} seed verdict"] = out[f"{name} seed verdict"].replace("", "-")
-    num = [c for c in out.select_dtypes("number").columns if c != "seeds" and not c.endswith(" p")]
+    ps = [c for c in out if c.endswith(" p")]
+    num = [c for c in out.select_dtypes("number").columns if c != "seeds" and c not in ps]
     out[num] = out[num].round(1)
-    out[[c for c in out if c.endswith(" p")]] = out[[c for c in out if c.endswith(" p")]].round(4)
+    out[ps] = out[ps].round(4)
     # a control no run of the frame has (e.g. the trained random-weights input of a profile without it)
     return out.drop(columns=[c for c in CONTROLS if c in out and c != _BASELINE and out[c].isna().all()])
 
