@@ -64,7 +64,7 @@ PROFILES: dict[str, SyntaxProfile] = {
         sizes=SHARED_SIZES["quick"],
         keys=("ola:1", "ola:2", "ola:3", "rollout"),
         level="word",
-        training=replace(SHARED_TRAINING["quick"], seeds=QUICK_SEEDS),  # 6: see QUICK_SEEDS
+        training=replace(SHARED_TRAINING["quick"], seeds=QUICK_SEEDS),  # 9: see QUICK_SEEDS
         input_controls=(Control.TOKENIZER_ONLY, Control.POSITION_ONLY, Control.RANDOM_WEIGHTS),
     ),
     "paper": SyntaxProfile(

@@ -101,10 +101,10 @@ def test_the_gemma_profile_is_quick_on_the_default_zoo_and_embeddinggemma():
 
 def test_notebooks_03_and_04_share_the_quick_adapters():
     s, t = syntax.PROFILES["quick"], transfer.PROFILES["quick"]
-    # the same settings, and 03's seeds among 04's: a checkpoint's key holds its seed, so 04's
+    # the same settings, and 04's seeds among 03's: a checkpoint's key holds its seed, so 04's
     # dependency adapters of minilm-l6 are 03's runs of those seeds; wide keeps the settings with three
     assert dataclasses.replace(t.training, seeds=s.training.seeds) == s.training
-    assert set(s.training.seeds) <= set(t.training.seeds) and s.sizes == t.sizes and s.level == t.level
+    assert set(t.training.seeds) <= set(s.training.seeds) and s.sizes == t.sizes and s.level == t.level
     w = transfer.PROFILES["wide"].training
     assert dataclasses.replace(t.training, seeds=w.seeds) == w and set(w.seeds) <= set(t.training.seeds)
     assert s.training.lr == 3e-3 and s.sizes.min_words == 3
@@ -124,6 +124,12 @@ def test_trained_learners_of_quick_and_wide_run_with_three_fixed_seeds_or_more()
     q = transfer.PROFILES["quick"]
     cells = len(q.models) * len(q.tasks)
     assert min_p(len(q.training.seeds)) <= 0.05 / cells < min_p(len(q.training.seeds) - 1)
+    # 03's: enough for Holm over its order table's cells (each model's 5 comparisons of ola:1-3 and
+    # rollout), and no more (2/2**9 <= 0.05/10 < 2/2**8)
+    s = syntax.PROFILES["quick"]
+    assert s.keys == ("ola:1", "ola:2", "ola:3", "rollout")  # per model: 1-2, 2-3 and each order - rollout
+    cells = len(s.models) * 5
+    assert min_p(len(s.training.seeds)) <= 0.05 / cells < min_p(len(s.training.seeds) - 1)
     for p in (syntax.PROFILES["quick"], *(transfer.PROFILES[n] for n in ("quick", "wide", "tagging"))):
         assert len(p.training.seeds) >= 3 and p.training.seeds[0] == 0  # seed 0: the single-seed run of before
     for module in (syntax, transfer):
