@@ -85,9 +85,9 @@ def main() -> None:
 
     from olas_utils.data.tasks import load_task
     from olas_utils.studies.adapters import MapStore, adapter_job, provenance, train_adapters
-    from olas_utils.vocabulary import Control
     from olas_utils.studies.syntax import PROFILES
     from olas_utils.toa.taskmaps import ModelPool
+    from olas_utils.vocabulary import Control
 
     cfg = PROFILES["quick"]
     t = cfg.training

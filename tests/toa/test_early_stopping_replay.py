@@ -43,7 +43,7 @@ def test_the_patience_replay_is_the_training_loops_stopping(replay, tiny_adapter
             TOAModel(tiny_adapter, "token", 3),
             ex,
             TrainConfig(epochs=len(curve), batch_size=4, lr=1e-2, seed=0),
-            selection=Selection(score=lambda m: next(scores), patience=patience, min_epochs=min_epochs),
+            selection=Selection(score=lambda m, s=scores: next(s), patience=patience, min_epochs=min_epochs),
             progress=False,
         )
         assert replay(curve, patience, min_epochs) == (info["epochs_run"], info["best_epoch"]), curve
