@@ -492,8 +492,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=REPRODUCE_PROFILES,
         default="quick",
         help="quick (default), smoke, wide or tagging (notebook 04 only), mixing "
-        "(notebooks 02 and 03: quick with ALTI and value norms; 02 on 64 chunks), gemma (notebook 02 only: quick plus the optional "
-        "embeddinggemma-300m), flow (notebooks 02 and 03: quick with attention flow; 02 on 64 chunks of 20 words) or paper; "
+        "(notebooks 02 and 03: quick with ALTI and value norms; 02 on 64 chunks), gemma (notebook 02 only: quick on every offline "
+        "model, the optional embeddinggemma-300m and qwen2.5-1.5b included: make models-optional), flow (notebooks 02 and 03: quick with attention flow; 02 on 64 chunks of 20 words) or paper; "
         "writes runs/<profile>/ unless --refresh-committed",
     )
     p.add_argument("--only", nargs="+", metavar="NB", help="notebook name prefixes, e.g. 01 (at least one)")
