@@ -5,14 +5,15 @@ one Holm correction per reading over the whole primary family.
 
 * **C1** same-order OLA is similar across LMs beyond every control: OLA order 1's SSIM Hit@1
   (retrieval, paper protocol) and the classifier's top-1 on unseen models (paper protocol),
-  per family, against every control at once (intersection-union);
+  per family, against every control at once (intersection-union), on every offline model
+  (:data:`MODELS_PROFILE`);
 * **C2** the similarity collapses for random, half-random and shuffled-layer copies: OLA
   order 1's Hit@1 against each of those controls, per family;
 * **C3** lower orders carry more syntax: parser UAS, order 1 − order 2 and order 2 − order 3;
 * **C4** a TOA adapter transfers to unseen LMs: headline transfer − the target's strongest
   control, per task and family (the ``wide`` profile);
 * **B** OLA order 1 against each baseline on the same items: rollout, first and last layer
-  (quick), ALTI, ALTI order 1 and value norms (``mixing``), attention flow (``flow``): Hit@1
+  (:data:`MODELS_PROFILE`), ALTI, ALTI order 1 and value norms (``mixing``), attention flow (``flow``): Hit@1
   margins, per family, whichever way they fall.
 
 Every other table of the notebooks is secondary (its own Holm family) or exploratory.
@@ -33,6 +34,7 @@ from olas_utils.vocabulary import Control
 
 __all__ = [
     "CLAIMS",
+    "MODELS_PROFILE",
     "PROFILE_FOLDERS",
     "primary_frame",
     "holm_verdicts",
@@ -50,7 +52,11 @@ CLAIMS: dict[str, str] = {
     "B": "OLA order 1 against each baseline on the same items",
 }
 #: Where each profile's committed outputs live, relative to the results root.
-PROFILE_FOLDERS = {"quick": ".", "mixing": "mixing", "flow": "flow", "wide": "wide"}
+PROFILE_FOLDERS = {"quick": ".", "gemma": "gemma", "mixing": "mixing", "flow": "flow", "wide": "wide"}
+#: The notebook-02 profile that carries C1, C2 and B's rollout and single-layer cells: ``gemma``,
+#: every offline model (7 encoders, 4 causal LMs), the most units the across-models reading has
+#: (quick until 2026-12-07, 6 and 3; chosen for the model count before that profile's run).
+MODELS_PROFILE = "gemma"
 _WEIGHT_CONTROLS = tuple(c.ident for c in (Control.RANDOM_WEIGHTS, Control.HALF_RANDOM, Control.SHUFFLED_LAYERS))
 _PROTOCOL = "paper"
 
@@ -97,7 +103,7 @@ def _retrieval_rows(folder: Path, profile: str) -> list[dict]:
     items = pd.read_parquet(folder / "02_retrieval_items.parquet")
     items = items[items["protocol"] == _PROTOCOL]
     rows = []
-    if profile == "quick":
+    if profile == MODELS_PROFILE:
         v = crosslm_stats.retrieval_verdicts(items)
         rows += [
             _pairs_row("C1", "retrieval Hit@1, OLA:1 − every control", profile, "02_verdict", r)
@@ -111,7 +117,7 @@ def _retrieval_rows(folder: Path, profile: str) -> list[dict]:
                 for _, r in v[v.key == "ola:1"].iterrows()
             ]
     k = crosslm_stats.key_margin_frame(items)
-    skip = {"quick": (), "mixing": ("rollout", "layer:0", "layer:-1"), "flow": ("rollout",)}[profile]
+    skip = {MODELS_PROFILE: (), "mixing": ("rollout", "layer:0", "layer:-1"), "flow": ("rollout",)}[profile]
     rows += [
         _pairs_row("B", f"retrieval Hit@1, OLA:1 − {r.key}", profile, "02_key_margins", r)
         for _, r in k[~k.key.isin(skip)].iterrows()
@@ -252,7 +258,7 @@ def holm_verdicts(
 
 def primary_frame(results_root: Path | str) -> pd.DataFrame:
     """The primary claims' cells from the committed per-item files under ``results_root``
-    (the quick profile's folder, with ``mixing/``, ``flow/`` and ``wide/`` beneath it), with
+    (the quick profile's folder, with ``gemma/``, ``mixing/``, ``flow/`` and ``wide/`` beneath it), with
     ``verdict`` (conditional) and ``across_verdict`` (across models), each Holm-corrected over
     every primary cell of its reading (``holm_cells``). Margins are fractions.
 
@@ -263,10 +269,11 @@ def primary_frame(results_root: Path | str) -> pd.DataFrame:
     rows: list[dict] = []
     for profile, sub in PROFILE_FOLDERS.items():
         folder = root / sub
-        if profile in ("quick", "mixing", "flow"):
+        if profile in (MODELS_PROFILE, "mixing", "flow"):
             rows += _retrieval_rows(folder, profile)
-        if profile == "quick":
+        if profile == MODELS_PROFILE:
             rows += _classifier_rows(folder, profile)
+        if profile == "quick":
             rows += _order_rows(folder, profile)
         if profile == "wide":
             rows += _transfer_rows(folder, profile)

@@ -65,6 +65,16 @@ def test_committed_primary_table_figure_and_readme_are_in_step_with_the_items():
     assert old["across_verdict"].tolist() == fresh["across_verdict"].tolist()
     assert np.allclose(old["margin"], fresh["margin"], atol=2e-4)
     assert set(claims.CLAIMS) == set(fresh["claim"])
+    # C1 and C2 read on every offline model: the across-models reading counts each model of the
+    # profile's family once (issue 43, item 4)
+    from olas_utils.studies import crosslm
+    from olas_utils.zoo.registry import REGISTRY
+
+    c12 = fresh[fresh.claim.isin(["C1", "C2"])]
+    assert set(c12.profile) == {claims.MODELS_PROFILE}
+    zoo = crosslm.PROFILES[claims.MODELS_PROFILE].models
+    n = {f: sum(REGISTRY[m].family == f for m in zoo) for f in ("encoder", "causal")}
+    assert n == {"encoder": 7, "causal": 4} and (c12.models == c12.family.map(n)).all()
     assert (ROOT / "figures" / "primary_claims.png").is_file()
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split(claims.START)[1].split(claims.END)[0]
