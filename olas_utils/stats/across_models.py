@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from olas_utils.stats.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES, holm_reject
+from olas_utils.stats.uncertainty import ALPHA, BEATS, CONFIDENCE, INDISTINGUISHABLE, LOSES, NOT_TESTABLE, holm_reject
 
 __all__ = [
     "CONDITIONAL",
@@ -39,8 +39,8 @@ ACROSS_MODELS = "across models"
 #: The reading whose unit is the training seed ("this training recipe"): a :class:`ModelReading`
 #: whose units are seeds (:func:`model_reading` over per-seed margins).
 ACROSS_SEEDS = "across seeds"
-#: The across-models verdict of a cell whose models are too few for any test at ``alpha``.
-NOT_TESTABLE = "not testable"
+#: The across-models verdict of a cell whose models are too few for any test at ``alpha``:
+#: :data:`olas_utils.stats.uncertainty.NOT_TESTABLE`, imported above (one label for both readings).
 
 _EXACT_MAX = 16  # units up to which every sign vector is enumerated (2**16 = 65,536)
 _N_RANDOM = 2**16  # random sign vectors above that

@@ -34,6 +34,8 @@ __all__ = [
     "margin_of",
     "ratio",
     "verdicts",
+    "NOT_TESTABLE",
+    "resamples_for",
     "verdict_counts",
     "against_every_control",
     "holm_reject",
@@ -56,6 +58,10 @@ MIN_ITEMS = 5
 #: The three verdicts, as tables write them.
 BEATS, INDISTINGUISHABLE, LOSES = "beats", "indistinguishable", "loses"
 VERDICTS = (BEATS, INDISTINGUISHABLE, LOSES)
+#: What a cell reads when no test at ``alpha`` could reject it, whatever the data: too few units
+#: for the across-models or across-seeds reading, or a table with more Holm cells than its
+#: bootstrap p-values can resolve (:func:`verdicts`, :func:`resamples_for`).
+NOT_TESTABLE = "not testable"
 
 _CHUNK = 500  # resamples per vectorised block (bounds memory at ~_CHUNK × items floats)
 
@@ -263,11 +269,30 @@ def margin(
     )
 
 
+def resamples_for(cells: int, *, alpha: float = ALPHA) -> int:
+    """Bootstrap resamples for a table of ``cells`` Holm cells: :data:`N_RESAMPLES` while the
+    smallest bootstrap p-value, 2 / (n + 1), can pass Holm's first threshold ``alpha / cells`` (up
+    to 100 cells at 5 %); beyond, enough for twice that resolution (n ≥ 4 · cells / alpha, in
+    thousands: 12,000 for 150 cells).
+
+    Raises:
+        ValueError: ``cells`` < 1."""
+    if cells < 1:
+        raise ValueError(f"cells must be >= 1, got {cells}")
+    if 2 / (N_RESAMPLES + 1) <= alpha / cells:
+        return N_RESAMPLES
+    return int(np.ceil(4 * cells / alpha / 1000.0)) * 1000
+
+
 def verdicts(margins: Sequence[Interval | None], *, alpha: float = ALPHA) -> list[str | None]:
     """Three-way verdicts of one table's cells from their margins, Holm-corrected.
 
     *beats* when the Holm-adjusted p < ``alpha`` and the margin is positive, *loses* when it is
-    negative, else *indistinguishable* (Holm 1979; ``docs/method.md#uncertainty``).
+    negative, else *indistinguishable* (Holm 1979; ``docs/method.md#uncertainty``). A bootstrap
+    p-value is at least 2 / (resamples + 1): when no cell's could reach Holm's first threshold
+    ``alpha / m`` (more than 100 cells at 4,000 resamples), no cell can be rejected whatever the
+    data, and every cell reads :data:`NOT_TESTABLE` instead of *indistinguishable* (compute the
+    margins with :func:`resamples_for` resamples).
 
     Args:
         margins: one :class:`Interval` per cell (from :func:`margin`); ``None`` for a cell
@@ -290,6 +315,10 @@ def verdicts(margins: Sequence[Interval | None], *, alpha: float = ALPHA) -> lis
     ps = [margins[i].p_value for i in idx]
     if not np.isfinite(ps).all():
         raise ValueError("a cell's p-value is NaN: no verdict from it (its margin has no bootstrap values)")
+    if min(2 / (margins[i].n_resamples + 1) for i in idx) > alpha / len(idx):
+        for i in idx:
+            out[i] = NOT_TESTABLE
+        return out
     reject = holm_reject(ps, alpha=alpha)
     for i, r in zip(idx, reject):
         m = margins[i]

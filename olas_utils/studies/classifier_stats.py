@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from olas_utils.stats.across_models import ModelReading, model_reading
-from olas_utils.stats.uncertainty import Interval, interval, margin
+from olas_utils.stats.uncertainty import Interval, interval, margin, resamples_for
 from olas_utils.studies.crosslm_stats import (
     across_columns,
     estimate_columns,
@@ -247,7 +247,7 @@ def lineage_held_out_frame(model_items: pd.DataFrame, lineage_items: pd.DataFram
     by = ["family", "control", "target", "key", "protocol"]
     lomo = {names: g for names, g in groups(model_items, by)}  # (dict() would call GroupBy.keys)
     members = {f: set(g["target"].astype(str)) for (f,), g in groups(model_items, ["family"])}
-    rows, margins = [], []
+    pairs = []
     for names, g in groups(lineage_items, by):
         if names not in lomo:
             continue
@@ -255,8 +255,14 @@ def lineage_held_out_frame(model_items: pd.DataFrame, lineage_items: pd.DataFram
         theirs, their_seeds, _ = outcome_array(g, units=["seed"])
         if seeds != their_seeds or mine.shape != theirs.shape:
             continue  # not the same seeds and test images: no paired comparison
+        pairs.append((names, mine, theirs))
+    # one target per model and lineage, every key and control: more cells than 4,000 resamples
+    # resolve under Holm (150 with 11 models), so the resamples grow with the table
+    n = resamples_for(max(1, len(pairs)))
+    rows, margins = [], []
+    for names, mine, theirs in pairs:
         meta = dict(zip(by, names))
-        m = margin(mine, theirs)
+        m = margin(mine, theirs, n_resamples=n)
         margins.append(m)
         rows.append(
             {

@@ -14,6 +14,7 @@ from olas_utils.stats.uncertainty import (
     Interval,
     interval,
     margin,
+    resamples_for,
     verdict_counts,
     verdicts,
 )
@@ -188,6 +189,28 @@ def test_verdicts_reject_what_statsmodels_holm_rejects():
         reject = statsmodels_holm(p, alpha=0.05)
         expect = [(BEATS if e > 0 else LOSES) if r else INDISTINGUISHABLE for e, r in zip(est, reject)]
         assert got == expect, (p, est)
+
+
+def test_a_table_its_bootstrap_cannot_resolve_under_holm_reads_not_testable():
+    """Bootstrap p-values are at least 2/(n+1); with 4,000 resamples that is 0.0005, so over more
+    than 100 cells Holm's first threshold 0.05/m is out of reach and nothing can be rejected:
+    every cell reads "not testable", not "indistinguishable"."""
+    import dataclasses
+
+    floor = 2 / 4001  # the smallest p of 4,000 resamples
+    for m, expect in ((100, BEATS), (101, "not testable"), (150, "not testable")):
+        cells = [dataclasses.replace(_m(0.3, floor), n_resamples=4000) for _ in range(m)]
+        assert set(verdicts(cells)) == {expect}, m
+    # the resamples a table needs: 4,000 while 2/4001 <= 0.05/m; beyond, 2/(n+1) <= 0.05/m with room
+    assert [resamples_for(m) for m in (1, 50, 100)] == [4000] * 3
+    for m in (101, 150, 1000):
+        n = resamples_for(m)
+        assert n > 4000 and 2 / (n + 1) <= 0.05 / m / 1.9 and n % 1000 == 0
+    assert resamples_for(150) == 12000
+    cells = [dataclasses.replace(_m(0.3, 2 / 12001), n_resamples=12000) for _ in range(150)]
+    assert set(verdicts(cells)) == {BEATS}
+    with pytest.raises(ValueError, match="cells"):
+        resamples_for(0)
 
 
 def test_bad_inputs_are_refused():

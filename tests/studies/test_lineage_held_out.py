@@ -65,3 +65,24 @@ def test_the_drop_is_the_siblings_share_of_the_accuracy():
     assert t.loc["minilm-l6", "drop_low"] > 0.4 and t.loc["minilm-l6", "verdict"] == BEATS
     assert t.loc["e5-small", "drop"] == 0 and t.loc["e5-small", "verdict"] == INDISTINGUISHABLE
     assert set(t.holm_cells) == {2} and set(t.images) == {60} and set(t.seeds) == {2}
+
+
+def test_a_table_of_more_cells_than_4000_resamples_resolve_still_finds_a_large_drop():
+    """150 cells (11 models' targets × keys × controls in the gemma profile): at 4,000 resamples
+    the smallest bootstrap p, 2/4001, is above Holm's first threshold 0.05/150, so no cell could be
+    rejected and a 60-point drop would read "indistinguishable". The resamples grow with the table."""
+    from olas_utils.stats.uncertainty import N_RESAMPLES, resamples_for
+
+    keys = [f"k{i}" for i in range(75)]
+
+    def many(target, hits):
+        one = _items(target, hits)
+        return pd.concat([one.assign(key=k) for k in keys])
+
+    model = pd.concat([many("minilm-l6", 48), many("e5-small", 30)])
+    lineage = pd.concat([many("minilm-l6", 12), many("e5-small", 30)])
+    t = classifier_stats.lineage_held_out_frame(model, lineage)
+    assert len(t) == 150 and set(t.holm_cells) == {150}
+    assert 2 / (N_RESAMPLES + 1) > 0.05 / 150 and 2 / (resamples_for(150) + 1) <= 0.05 / 150
+    assert set(t[t.target == "minilm-l6"].verdict) == {BEATS}  # p = 2/12001 for every one of them
+    assert set(t[t.target == "e5-small"].verdict) == {INDISTINGUISHABLE}
