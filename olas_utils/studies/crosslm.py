@@ -24,7 +24,7 @@ import pandas as pd
 from olas_utils.studies.depth import drop_skipped, mixing_skips, orders_for
 from olas_utils.studies.profiles import ClassifierSettings, CrossLMProfile
 from olas_utils.vocabulary import FAMILIES, Control, MapKey
-from olas_utils.zoo.registry import DEFAULT_MODELS, same_lineage
+from olas_utils.zoo.registry import DEFAULT_MODELS, same_lineage, zoo_family
 
 __all__ = [
     "PROFILES",
@@ -167,6 +167,22 @@ PROFILES["flow"] = replace(
     chunk_words=20,
     baselines=("rollout", "flow"),
     classifier=replace(PROFILES["quick"].classifier, keys=("ola:1", "rollout", "flow")),
+)
+
+#: ``paper-size``: retrieval at the paper's test size — 1,000 chunks of 50 words (``docs/method.md#paper-size``)
+#: — on the default zoo's causal family (smollm2-135m, gemma3-270m, qwen2.5-0.5b) with every control and
+#: every protocol, OLA orders 1–3 only, no classifier (retrieval only), so that Hit@1 / Hit@5 stand beside
+#: the paper's 84–96 % / 89–97 % among the same number of candidates. Sized to 2 CPU cores: the forward
+#: passes of the three models and their three control copies at 1,000 chunks (about 70 tokens each) take
+#: about 80 of its minutes, its 270 SSIM matrices of 1,000 × 1,000 (3 orders × 3 protocols × 5 conditions ×
+#: 6 ordered pairs) about 20; qwen2.5-1.5b alone would add four forward passes of about 30 minutes each, and the
+#: six encoders 30 ordered pairs per key, so neither fits 150 minutes. Results in ``results/paper-size/``.
+PROFILES["paper-size"] = replace(
+    PROFILES["quick"],
+    models=tuple(m for m in DEFAULT_MODELS if zoo_family(m) == "causal"),
+    n_chunks=1000,
+    baselines=(),
+    classifier=None,
 )
 
 

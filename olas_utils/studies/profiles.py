@@ -78,8 +78,9 @@ class ClassifierSettings:
 @dataclass(frozen=True)
 class CrossLMProfile:
     """Notebook 02: models (None: the default zoo), corpus size, orders and baseline keys,
-    protocols, controls (each on every protocol), the classifier, the extraction batch size and the
-    words per chunk (the paper's 50; shorter only where a costly key needs it, as attention flow)."""
+    protocols, controls (each on every protocol), the classifier (None: retrieval only), the extraction
+    batch size and the words per chunk (the paper's 50; shorter only where a costly key needs it, as
+    attention flow)."""
 
     models: tuple[str, ...] | None
     n_chunks: int
@@ -87,7 +88,7 @@ class CrossLMProfile:
     baselines: tuple[str, ...]
     protocols: tuple[str, ...]
     controls: tuple[Control, ...]
-    classifier: ClassifierSettings
+    classifier: ClassifierSettings | None
     batch_size: int
     chunk_words: int = 50
 
@@ -301,7 +302,7 @@ def dry_run(profile):
         return replace(profile, models=DRY_RUN_MODELS, n_sentences=1)
     if isinstance(profile, CrossLMProfile):
         c = profile.classifier
-        classifier = replace(c, epochs=min(c.epochs, 2), patience=1, min_epochs=1, seeds=c.seeds[:2])
+        classifier = c and replace(c, epochs=min(c.epochs, 2), patience=1, min_epochs=1, seeds=c.seeds[:2])
         return replace(
             profile,
             models=DRY_RUN_MODELS_CROSSLM,

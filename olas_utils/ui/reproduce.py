@@ -51,7 +51,7 @@ __all__ = [
     "main",
 ]
 
-PROFILES = ("smoke", "quick", "wide", "tagging", "gemma", "mixing", "flow", "paper")
+PROFILES = ("smoke", "quick", "wide", "tagging", "gemma", "mixing", "flow", "paper-size", "paper")
 #: Profiles that only some notebooks have: profile → notebook number prefixes.
 NOTEBOOKS_OF: dict[str, tuple[str, ...]] = {
     "wide": ("04",),
@@ -59,6 +59,7 @@ NOTEBOOKS_OF: dict[str, tuple[str, ...]] = {
     "gemma": ("02",),
     "mixing": ("02", "03"),
     "flow": ("02", "03"),
+    "paper-size": ("02",),
 }
 #: Profiles whose committed outputs the README's results summary quotes
 #: (:func:`olas_utils.studies.summary.update_readme` runs after them).
