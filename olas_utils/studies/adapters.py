@@ -254,6 +254,7 @@ def adapter_job(
         "dev": dev,
         "patience": cfg.patience,
         "min_epochs": cfg.min_epochs,
+        "min_gain": cfg.min_gain,
         "device": device,
         "desc": desc,
     }

@@ -301,7 +301,9 @@ class AdapterSettings:
 
     Attributes:
         adapter: a size of :data:`olas_utils.toa.adapter.ADAPTER_SIZES`.
-        epochs: the epoch cap; patience: epochs without dev improvement before stopping.
+        epochs: the epoch cap; patience: epochs without a dev gain before stopping.
+        min_gain: the smallest dev gain that counts for stopping (a fraction, e.g. 0.005 = 0.5 UAS
+            points; 0: any rise; :class:`olas_utils.toa.train.Selection`).
         batch_size, lr: optimisation.
         arc_dim, label_dim: biaffine head sizes (dependency parsing).
         workers: adapters trained at the same time on a CPU (None: one per core).
@@ -323,6 +325,7 @@ class AdapterSettings:
     min_epochs: int = 1
     seeds: tuple[int, ...] = (0,)
     schedule: str = "linear"
+    min_gain: float = 0.0
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -357,6 +360,7 @@ def fit_adapter(
     dev: tuple[Sequence[Example], TaskData] | None = None,
     patience: int = 2,
     min_epochs: int = 1,
+    min_gain: float = 0.0,
     device="cpu",
     progress: bool = True,
     desc: str = "train",
@@ -375,8 +379,9 @@ def fit_adapter(
         head_kwargs: extra head arguments (e.g. ``arc_dim`` for the biaffine head).
         dev: ``(examples, data)`` of held-out sentences (a dev split, never test): after
             each epoch the task's :data:`HEADLINE` metric is computed on them, the best
-            epoch's weights are kept and training stops after ``patience`` epochs without
-            improvement (not before ``min_epochs``). None: all ``cfg.epochs``, last weights.
+            epoch's weights are kept and training stops after ``patience`` epochs without a
+            gain of more than ``min_gain`` (not before ``min_epochs``;
+            :class:`~olas_utils.toa.train.Selection`). None: all ``cfg.epochs``, last weights.
         device, progress, desc: see :func:`olas_utils.toa.train.train_model`.
 
     Returns:
@@ -396,7 +401,18 @@ def fit_adapter(
         CheckpointMismatchError: see :func:`olas_utils.toa.train.train_model`.
     """
     model, extra, selection, ckpt = _prepare(
-        examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs, dev, patience, min_epochs, device
+        examples,
+        data,
+        adapter,
+        cfg,
+        checkpoint_dir,
+        provenance,
+        head_kwargs,
+        dev,
+        patience,
+        min_epochs,
+        min_gain,
+        device,
     )
     info = train_model(
         model,
@@ -412,7 +428,9 @@ def fit_adapter(
     return model, info
 
 
-def _prepare(examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs, dev, patience, min_epochs, device):
+def _prepare(
+    examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs, dev, patience, min_epochs, min_gain, device
+):
     """The model (initialised under ``cfg.seed``), provenance, selection rule and checkpoint
     file of one :func:`fit_adapter` run."""
     selection = None
@@ -431,6 +449,7 @@ def _prepare(examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwar
             score=lambda m: evaluate(m, dev_ex, dev_data, device=device)[metric],
             patience=patience,
             min_epochs=min_epochs,
+            min_gain=min_gain,
             identity=f"{metric}:{dev_data.fingerprint()}:{examples_digest(dev_ex)}",
         )
     with torch.random.fork_rng(devices=[]):
@@ -463,6 +482,7 @@ def checkpoint_file(
     dev: tuple[Sequence[Example], TaskData] | None = None,
     patience: int = 2,
     min_epochs: int = 1,
+    min_gain: float = 0.0,
     device="cpu",
     **_,
 ) -> Path:
@@ -474,7 +494,18 @@ def checkpoint_file(
         ValueError: as :func:`fit_adapter`.
     """
     return _prepare(
-        examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs, dev, patience, min_epochs, device
+        examples,
+        data,
+        adapter,
+        cfg,
+        checkpoint_dir,
+        provenance,
+        head_kwargs,
+        dev,
+        patience,
+        min_epochs,
+        min_gain,
+        device,
     )[3]
 
 

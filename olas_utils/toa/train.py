@@ -45,6 +45,7 @@ __all__ = [
     "predict_trees",
     "checkpoint_key",
     "examples_digest",
+    "epochs_since_gain",
 ]
 
 
@@ -171,24 +172,43 @@ class Selection:
     """Early stopping and model selection on held-out data (never the test split).
 
     The best epoch's weights are kept (ties: the earlier); training stops after ``patience``
-    epochs without improvement, not before ``min_epochs`` (``docs/method.md#training``).
+    epochs without a gain (:func:`epochs_since_gain`: a score above the last gain's by more than
+    ``min_gain``), not before ``min_epochs`` (``docs/method.md#training``).
 
     Attributes:
         score: model → float on the selection data.
-        patience: epochs without improvement before stopping.
+        patience: epochs without a gain before stopping.
         min_epochs: never stop before this many epochs.
         identity: what identifies the selection data (mixed into the checkpoint key, e.g.
             :func:`examples_digest` of the dev examples).
+        min_gain: the smallest rise of the score (in its units, e.g. a UAS fraction) that counts as a
+            gain for stopping (0: any rise); the kept epoch is still the best score among those run.
+            ``benchmarks/early_stopping.py`` chooses it on dev curves.
     """
 
     score: Callable[[TOAModel], float]
     patience: int = 2
     min_epochs: int = 1
     identity: str = ""
+    min_gain: float = 0.0
 
     def __post_init__(self) -> None:
         if self.patience < 1 or self.min_epochs < 1:
             raise ValueError(f"patience and min_epochs must be >= 1, got {self.patience}, {self.min_epochs}")
+        if not (math.isfinite(self.min_gain) and self.min_gain >= 0):
+            raise ValueError(f"min_gain must be a finite number >= 0 (a score difference), got {self.min_gain!r}")
+
+
+def epochs_since_gain(curve: Sequence[float], min_gain: float = 0.0) -> int:
+    """Epochs run since the last *gain* on a selection curve (one score per epoch, first epoch
+    first): the first epoch is a gain, and a later epoch is one when its score exceeds the score
+    of the last gain by more than ``min_gain``. With ``min_gain`` 0 that is the last strict new best,
+    so ``len(curve) - (that epoch)``. 0 for an empty curve."""
+    last, ref = 0, None
+    for e, v in enumerate(curve, start=1):
+        if ref is None or v > ref + min_gain:
+            last, ref = e, v
+    return len(curve) - last if curve else 0
 
 
 def size_batches(
@@ -289,6 +309,8 @@ def checkpoint_key(
         "params": [(n, tuple(p.shape)) for n, p in model.named_parameters()],
     }
     sel = None if selection is None else [selection.patience, selection.min_epochs, selection.identity]
+    if sel and selection.min_gain:  # only when set, so runs without it keep their checkpoints
+        sel.append(float(selection.min_gain))
     parts = [arch, _config_identity(cfg), extra or {}] + ([sel] if sel else [])
     return sha256_chunks(itertools.chain([legacy_json(parts, default=str).encode("utf-8")], _example_bytes(examples)))
 
@@ -443,7 +465,7 @@ def train_model(
                 stopped = (
                     step < total
                     and epoch + 1 >= selection.min_epochs
-                    and epoch + 1 - best["epoch"] >= selection.patience
+                    and epochs_since_gain(curve, selection.min_gain) >= selection.patience
                 )
                 bar.set_postfix(epoch=epoch, dev=f"{curve[-1]:.3f}", best=best["epoch"])
             if path is not None and (

@@ -47,9 +47,10 @@ def test_profile_keys_parse_and_controls_are_model_copies():
     for p in crosslm.PROFILES.values():
         assert all(MapKey.parse(k).method in ("rollout", "layer") or MapKey.parse(k).on_request for k in p.baselines)
         assert [str(MapKey.parse(k)) for k in p.baselines] == list(p.baselines)
-        for c in p.controls + p.classifier.controls:
+        for c in p.controls + (p.classifier.controls if p.classifier else ()):
             assert isinstance(c, Control) and c in CONTROLS
-        assert [str(MapKey.parse(k)) for k in p.classifier.keys] == list(p.classifier.keys)
+        if p.classifier:
+            assert [str(MapKey.parse(k)) for k in p.classifier.keys] == list(p.classifier.keys)
 
 
 def test_context_mixing_keys_are_in_the_paper_smoke_and_mixing_profiles_only():
@@ -198,3 +199,18 @@ def test_transfer_variants_are_checked_and_ordered():
     for bad in (("rank",), ("plain", "plain"), ("plain", "mixup")):
         with pytest.raises(ValueError, match="variants"):
             replace(smoke, variants=bad)
+
+
+def test_the_paper_size_profile_is_retrieval_on_the_causal_family_at_the_papers_test_size():
+    """Issue 43, item 6: 1,000 chunks of 50 words (the paper's test size), the default zoo's causal family
+    (every causal model of the default zoo, none other), quick's protocols and every control, OLA orders
+    1-3, no classifier; the notebook and the dry run take a profile without one."""
+    from olas_utils.zoo.registry import DEFAULT_MODELS, REGISTRY
+
+    p, q = crosslm.PROFILES["paper-size"], crosslm.PROFILES["quick"]
+    assert (p.n_chunks, p.chunk_words) == (1000, 50)
+    assert p.models == tuple(m for m in DEFAULT_MODELS if REGISTRY[m].family == "causal") and len(p.models) == 3
+    assert set(p.controls) == set(CONTROLS) == set(q.controls)
+    assert p.protocols == q.protocols == ("released", "paper", "word") and p.orders == (1, 2, 3)
+    assert p.classifier is None and p.baselines == ()
+    assert profiles.dry_run(p).classifier is None and profiles.dry_run(p).n_chunks < p.n_chunks

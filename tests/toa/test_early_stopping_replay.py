@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from olas_utils.toa.heads import TOAModel
-from olas_utils.toa.train import Selection, TrainConfig, train_model
+from olas_utils.toa.train import Selection, TrainConfig, checkpoint_key, epochs_since_gain, train_model
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -31,10 +31,15 @@ def replay():
     return module.replay
 
 
-@pytest.mark.parametrize("patience,min_epochs", [(1, 1), (2, 4), (3, 2)])
-def test_the_patience_replay_is_the_training_loops_stopping(replay, tiny_adapter, toa_examples, patience, min_epochs):
+@pytest.mark.parametrize(
+    "patience,min_epochs,delta", [(1, 1, 0.0), (2, 4, 0.0), (3, 2, 0.0), (2, 1, 0.05), (4, 4, 0.05)]
+)
+def test_the_patience_replay_is_the_training_loops_stopping(
+    replay, tiny_adapter, toa_examples, patience, min_epochs, delta
+):
+    """The loop's ``Selection(min_gain=...)`` stops where the benchmark's ``delta`` rule stops."""
     ex = toa_examples("token", n=8)
-    rng = np.random.default_rng(patience * 10 + min_epochs)
+    rng = np.random.default_rng(patience * 10 + min_epochs + int(delta * 100))
     for _ in range(4):
         curve = list(np.round(rng.uniform(0.2, 0.6, size=8), 2))  # rounded: ties occur
         scores = iter(curve)
@@ -43,10 +48,12 @@ def test_the_patience_replay_is_the_training_loops_stopping(replay, tiny_adapter
             TOAModel(tiny_adapter, "token", 3),
             ex,
             TrainConfig(epochs=len(curve), batch_size=4, lr=1e-2, seed=0),
-            selection=Selection(score=lambda m, s=scores: next(s), patience=patience, min_epochs=min_epochs),
+            selection=Selection(
+                score=lambda m, s=scores: next(s), patience=patience, min_epochs=min_epochs, min_gain=delta
+            ),
             progress=False,
         )
-        assert replay(curve, patience, min_epochs) == (info["epochs_run"], info["best_epoch"]), curve
+        assert replay(curve, patience, min_epochs, delta=delta) == (info["epochs_run"], info["best_epoch"]), curve
 
 
 def test_delta_and_smoothed_rules_on_hand_worked_curves(replay):
@@ -64,3 +71,22 @@ def test_delta_and_smoothed_rules_on_hand_worked_curves(replay):
     # trailing means of 3: .30 .40 .4167 .4633 .4967 .55 .5367 .4667 .39 -> bests to epoch 6, then 7 and 8
     # without -> stop at 8, keep the raw best among 1-8 (epoch 6, 0.61)
     assert replay(dip, 2, 1, window=3) == (8, 6)
+
+
+def test_epochs_since_gain_on_hand_worked_curves():
+    curve = [0.30, 0.40, 0.403, 0.404, 0.405, 0.50, 0.52, 0.51]
+    assert epochs_since_gain(curve) == 1  # last strict new best: 0.52 at epoch 7
+    assert epochs_since_gain(curve[:5], 0.005) == 3  # gains at 1 (first) and 2 (0.40 > 0.305); 3-5 below 0.405
+    assert epochs_since_gain(curve[:6], 0.005) == 0  # 0.50 > 0.405
+    assert epochs_since_gain([0.5, 0.5, 0.5]) == 2  # a tie is no gain
+    assert epochs_since_gain([]) == 0
+
+
+def test_min_gain_is_checked_and_enters_the_checkpoint_key_only_when_set(tiny_adapter, toa_examples):
+    for bad in (-0.01, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="min_gain"):
+            Selection(score=lambda m: 0.0, min_gain=bad)
+    ex, model = toa_examples("token", n=4), TOAModel(tiny_adapter, "token", 3)
+    cfg = TrainConfig(epochs=2, batch_size=4, lr=1e-2, seed=0)
+    keys = {g: checkpoint_key(model, cfg, ex, None, Selection(score=lambda m: 0.0, min_gain=g)) for g in (0.0, 0.005)}
+    assert keys[0.0] != keys[0.005]

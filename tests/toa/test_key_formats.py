@@ -120,6 +120,9 @@ def test_examples_digest_and_checkpoint_key_formulas(tiny_adapter):
     cfg = TrainConfig(epochs=3, sink_p=0.3, temperature_p=0.3)
     old = {**OLD_DEFAULT, "epochs": 3, "sink_p": 0.3, "temperature_p": 0.3}
     assert checkpoint_key(m, cfg, ex, None, Selection(score=len, identity="dev")) == ref(old, {}, [2, 1, "dev"])
+    # a minimum gain for early stopping enters the key only when set (runs without one keep theirs)
+    gain = Selection(score=len, identity="dev", patience=4, min_gain=0.005)
+    assert checkpoint_key(m, cfg, ex, None, gain) == ref(old, {}, [4, 1, "dev", 0.005])
     # the same settings given as an augmentation object name the same run
     assert checkpoint_key(m, TrainConfig(epochs=3, augmentation=PAPER_ADAPTER_AUGMENTED), ex) == ref(old, {})
     # settings the old layout could not hold change the key

@@ -126,6 +126,9 @@ def test_training_seeds_give_distinct_reproducible_runs_and_keep_seed_0_keys(tmp
     # the seeds field is not part of any key: seed 0 of a 3-seed profile is the single-seed run
     assert checkpoint_file(**job(one, 0, "a")) == checkpoint_file(**job(three, 0, "a"))
     assert checkpoint_file(**job(three, 1, "a")) != checkpoint_file(**job(three, 0, "a"))
+    # a profile's minimum dev gain reaches the run (its own checkpoint; 0, the default, keeps the old one)
+    assert job(replace(one, min_gain=0.005), 0, "a")["min_gain"] == 0.005
+    assert checkpoint_file(**job(replace(one, min_gain=0.005), 0, "a")) != checkpoint_file(**job(one, 0, "a"))
     w0, _ = fit_adapter(**job(three, 0, "a"), progress=False)
     w0b, _ = fit_adapter(**job(three, 0, "b"), progress=False)  # afresh in another folder
     w1, _ = fit_adapter(**job(three, 1, "a"), progress=False)

@@ -66,6 +66,7 @@ ONE_NOTEBOOK |= {
     "gemma": ["02_cross_lm_similarity.ipynb"],
     "mixing": ["02_cross_lm_similarity.ipynb", "03_syntax.ipynb"],
     "flow": ["02_cross_lm_similarity.ipynb", "03_syntax.ipynb"],
+    "paper-size": ["02_cross_lm_similarity.ipynb"],
 }
 
 
