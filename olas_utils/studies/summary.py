@@ -124,6 +124,45 @@ def _retrieval(folder: Path) -> list[str]:
     return lines
 
 
+def _paper_size(folder: Path) -> list[str]:
+    """The ``paper-size`` profile's retrieval (1,000 chunks): OLA Hit@1 / Hit@5 of each order and protocol
+    beside the paper's causal order-1 range, and its margin over the strongest control."""
+    from olas_utils.studies.crosslm_report import PAPER_RANGES
+
+    v = _read(folder, "02_verdict", ("verdict", "margin_low", "pairs", "chunks", "across_verdict"))
+    if not isinstance(v, pd.DataFrame) or not len(v):
+        return []
+    lo1, hi1 = (100 * x for x in PAPER_RANGES["retrieval_clm_order1_hit1"])
+    lo5, hi5 = (100 * x for x in PAPER_RANGES["retrieval_clm_order1_hit5"])
+    lines = [
+        f"- **At the paper's size** (`paper-size/02_verdict`, SSIM, {int(v.chunks.max())} chunks of 50 words, "
+        f"{int(v.pairs.max())} ordered pairs of {int(v.models.max())} causal models; the paper's causal order 1: "
+        f"Hit@1 {lo1:.0f}–{hi1:.0f} %, Hit@5 {lo5:.0f}–{hi5:.0f} %): OLA beats its strongest control on "
+        f"{_tally(v.verdict)} (protocol, order) cells, conditional reading (these models and chunks); across "
+        + (
+            f"models not testable with {int(v.models.max())} models."
+            if set(v.across_verdict) == {NOT_TESTABLE}
+            else f"models {_tally(v.across_verdict)}."
+        )
+    ]
+    for protocol in dict.fromkeys(v.protocol):
+        s = _read(folder, f"02_retrieval_{protocol}", ("hit@5",))
+        hit5 = {}
+        if isinstance(s, pd.DataFrame):
+            t = s[(s.control == "none") & (s.metric == "ssim")]
+            hit5 = dict(zip(t.key, 100 * t["hit@5"]))
+        cells = []
+        for _, r in v[v.protocol == protocol].iterrows():
+            five = f", Hit@5 {hit5[r['key']]:.1f}" if r["key"] in hit5 else ""
+            cells.append(
+                f"order {r['key'].split(':')[1]} Hit@1 {_ci(*_scaled(r, 'ola_hit@1', 'ola_low', 'ola_high'))}{five}, "
+                f"margin {_pts(*_scaled(r, 'margin', 'margin_low', 'margin_high'))} over "
+                f"{control_name(r['strongest_control'])} ({r['verdict']})"
+            )
+        lines.append(f"  - `{protocol}`: " + "; ".join(cells) + ".")
+    return lines
+
+
 def _cross_family(folder: Path, label: str) -> list[str]:
     """Notebook 02 across the families (``02_cross_family_verdict``; with one lineage on both sides,
     ``02_cross_family_gap`` and the models of ``02_cross_family_lineage``)."""
@@ -321,6 +360,8 @@ def _strongest(folder: Path) -> dict[tuple[str, str], str]:
 TRANSFER_PROFILES = ("wide", "tagging")
 #: Notebook-02 profiles whose cross-family tables the summary quotes beside quick's (``results/<profile>/``).
 CROSSLM_PROFILES = ("gemma",)
+#: The profile of notebook 02's retrieval at the paper's 1,000 chunks (summarised when its folder exists).
+PAPER_SIZE = "paper-size"
 
 #: The columns of a ``04_verdict`` row that must agree for another profile's row to repeat a quick row.
 _VERDICT_VALUES = (
@@ -405,7 +446,7 @@ def _transfer_seeds(folder: Path) -> list[str]:
 def results_summary(results_dir: str | Path | None = None) -> str:
     """The README's summary of results as Markdown bullets, from the verdict tables in
     ``results_dir`` (default ``results/``) and its folders of :data:`TRANSFER_PROFILES` (``wide/``, ``tagging/``)
-    and :data:`CROSSLM_PROFILES` (``gemma/``).
+    and :data:`CROSSLM_PROFILES` (``gemma/``), and :data:`PAPER_SIZE` (``paper-size/``, when present).
 
     Reads ``02_verdict``, ``02_classifier_verdict``, ``02_classifier_lineage`` (``_verdict``),
     ``02_cross_family_verdict`` (``_gap``, ``_lineage``),
@@ -427,6 +468,8 @@ def results_summary(results_dir: str | Path | None = None) -> str:
     for profile in CROSSLM_PROFILES:
         if (folder / profile).is_dir():
             lines += _cross_family(folder / profile, profile)
+    if (folder / PAPER_SIZE).is_dir():
+        lines += _paper_size(folder / PAPER_SIZE)
     lines += _parser(folder) + _transfer(folder, "quick")
     for profile in TRANSFER_PROFILES:
         if (folder / profile).is_dir():

@@ -25,7 +25,15 @@ from olas_utils.studies.seed_reading import every_control, seed_columns, seed_re
 from olas_utils.studies.transfer import CONTROLS, PAPER_CLAIMS, transfer_condition
 from olas_utils.vocabulary import Control
 
-__all__ = ["CLAIMS", "task_summary", "bar_chart", "transfer_verdicts", "lineage_frame", "comparison_markdown"]
+__all__ = [
+    "CLAIMS",
+    "task_summary",
+    "bar_chart",
+    "bars_caption",
+    "transfer_verdicts",
+    "lineage_frame",
+    "comparison_markdown",
+]
 
 #: Condition names of the controls this text names.
 _BASELINE, _POS, _TOK, _RIT = (
@@ -263,6 +271,15 @@ def lineage_frame(summary: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
         out["verdict"] = verdicts(list(out.pop("_m")))
         out["holm_cells"] = len(out)
     return out
+
+
+def bars_caption(cfg) -> str:
+    """The caption of notebook 04's bar charts: a :class:`~olas_utils.studies.profiles.TransferProfile`'s
+    split sizes, adapter and training seeds, and the interval."""
+    return (
+        f"{cfg.sizes.n_train} train / {cfg.sizes.n_dev} dev / {cfg.sizes.n_test} test, adapter '{cfg.training.adapter}', "
+        f"seeds {list(cfg.training.seeds)}, 95 % CI"
+    )
 
 
 def bar_chart(summary: pd.DataFrame, items: pd.DataFrame, task: str, *, caption: str = "", per_row: int = 4):

@@ -242,3 +242,33 @@ def test_transfer_claims_read_across_seeds_are_quoted_with_what_the_seed_count_a
             + "TOA beats every control on 1 of 3 (2 indistinguishable, 0 lose) cells; self beats every control on 3 of 3"
             in text
         )
+
+
+def test_the_paper_size_rows_quote_its_verdicts_beside_the_papers_range(results):
+    """A ``paper-size`` folder (retrieval at 1,000 chunks, 3 causal models): one line per protocol with each
+    order's Hit@1 and interval, Hit@5 and margin as the hand-built tables hold them; across models not testable."""
+    base = {"family": "causal", "pairs": 6, "chunks": 1000, "models": 3, "across_verdict": "not testable"}
+    base |= {"strongest_control": "random", "control_hit@1": 0.1, "control_low": 0.05, "control_high": 0.2}
+    base |= {"p": 0.001, "holm_cells": 2}
+    rows = [
+        ("released", "ola:1", 0.85, 0.80, 0.90, 0.75, 0.70, 0.80, "beats"),
+        ("released", "ola:2", 0.20, 0.10, 0.30, 0.10, -0.05, 0.25, "indistinguishable"),
+    ]
+    cols = ("protocol", "key", "ola_hit@1", "ola_low", "ola_high", "margin", "margin_low", "margin_high", "verdict")
+    folder = results / "paper-size"
+    folder.mkdir()
+    write_table(pd.DataFrame([base | dict(zip(cols, r)) for r in rows]), folder / "02_verdict")
+    hits = pd.DataFrame(
+        {"control": "none", "key": ["ola:1", "ola:2", "ola:1"], "metric": ["ssim", "ssim", "pearson"]}
+        | {"hit@5": [0.95, 0.4, 0.5]}
+    )
+    write_table(hits, folder / "02_retrieval_released")
+    text = summary.results_summary(results)
+    head = next(line for line in text.splitlines() if "At the paper's size" in line)
+    assert "1000 chunks of 50 words, 6 ordered pairs of 3 causal models" in head
+    assert "Hit@1 84–96 %, Hit@5 89–97 %" in head and "1 of 2 (1 indistinguishable, 0 lose)" in head
+    assert "across models not testable with 3 models" in head
+    line = next(line for line in text.splitlines() if line.startswith("  - `released`: order 1"))
+    assert "order 1 Hit@1 85.0 [80.0, 90.0], Hit@5 95.0, margin +75.0 [+70.0, +80.0] over" in line
+    assert "order 2 Hit@1 20.0 [10.0, 30.0], Hit@5 40.0, margin +10.0 [-5.0, +25.0]" in line
+    assert "(beats)" in line and "(indistinguishable)" in line
