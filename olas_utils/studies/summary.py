@@ -135,7 +135,7 @@ def _paper_size(folder: Path) -> list[str]:
     lo1, hi1 = (100 * x for x in PAPER_RANGES["retrieval_clm_order1_hit1"])
     lo5, hi5 = (100 * x for x in PAPER_RANGES["retrieval_clm_order1_hit5"])
     lines = [
-        f"- **At the paper's size** (`paper-size/02_verdict`, SSIM, {int(v.chunks.max())} chunks of 50 words, "
+        f"- **At the paper's size** (`paper-size/02_verdict`, SSIM, {int(v.chunks.max()):,} chunks of 50 words, "
         f"{int(v.pairs.max())} ordered pairs of {int(v.models.max())} causal models; the paper's causal order 1: "
         f"Hit@1 {lo1:.0f}–{hi1:.0f} %, Hit@5 {lo5:.0f}–{hi5:.0f} %): OLA beats its strongest control on "
         f"{_tally(v.verdict)} (protocol, order) cells, conditional reading (these models and chunks); across "

@@ -12,7 +12,7 @@ import pytest
 from olas_utils.studies.restat import tables_of
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
-PROFILES = [".", "mixing", "flow", "gemma", "wide", "tagging"]
+PROFILES = [".", "mixing", "flow", "gemma", "wide", "tagging", "paper-size"]
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -265,7 +265,7 @@ def test_the_paper_size_rows_quote_its_verdicts_beside_the_papers_range(results)
     write_table(hits, folder / "02_retrieval_released")
     text = summary.results_summary(results)
     head = next(line for line in text.splitlines() if "At the paper's size" in line)
-    assert "1000 chunks of 50 words, 6 ordered pairs of 3 causal models" in head
+    assert "1,000 chunks of 50 words, 6 ordered pairs of 3 causal models" in head
     assert "Hit@1 84–96 %, Hit@5 89–97 %" in head and "1 of 2 (1 indistinguishable, 0 lose)" in head
     assert "across models not testable with 3 models" in head
     line = next(line for line in text.splitlines() if line.startswith("  - `released`: order 1"))
