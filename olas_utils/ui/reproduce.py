@@ -63,7 +63,7 @@ NOTEBOOKS_OF: dict[str, tuple[str, ...]] = {
 }
 #: Profiles whose committed outputs the README's results summary quotes
 #: (:func:`olas_utils.studies.summary.update_readme` runs after them).
-SUMMARISED = ("quick", "wide", "tagging", "gemma")
+SUMMARISED = ("quick", "wide", "tagging", "gemma", "paper-size")
 #: The file in a run's results folder that records what each notebook ran with.
 ENVIRONMENT_FILE = "run_environment.json"
 #: Environment variables that set (or change) the CPU thread count and the BLAS code path.

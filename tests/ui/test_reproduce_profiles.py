@@ -89,9 +89,10 @@ def test_profiles_of_some_notebooks_run_them_alone_into_their_own_folders(calls,
 
 
 def test_the_profiles_whose_runs_rewrite_the_readme_are_those_the_summary_quotes():
-    from olas_utils.studies.summary import CROSSLM_PROFILES, TRANSFER_PROFILES
+    from olas_utils.studies.summary import CROSSLM_PROFILES, PAPER_SIZE, TRANSFER_PROFILES
 
-    assert rp.SUMMARISED == ("quick", *TRANSFER_PROFILES, *CROSSLM_PROFILES)
+    assert rp.SUMMARISED == ("quick", *TRANSFER_PROFILES, *CROSSLM_PROFILES, PAPER_SIZE)
+    assert rp.NOTEBOOKS_OF[PAPER_SIZE] == ("02",)
     assert all(rp.NOTEBOOKS_OF.get(p) == ("04",) for p in TRANSFER_PROFILES)
     assert all(rp.NOTEBOOKS_OF.get(p) == ("02",) for p in CROSSLM_PROFILES)
 
