@@ -46,8 +46,9 @@ def figures_of(folder: str | Path, profile: str) -> dict:
         ``04_transfer_summary`` (when the folder has it and ``04_transfer_items``).
 
     Raises:
-        ValueError: the profile's seeds are not the number of seeds the transfer table was run with
-            (the caption would misstate them: re-run the notebook instead).
+        ValueError: notebook 04's tables with a profile notebook 04 does not have, or whose seeds are not
+            the number the transfer table was run with (the caption would misstate them: re-run the
+            notebook instead).
     """
     from olas_utils.studies import transfer_report
     from olas_utils.studies.margin_plots import margin_figure
@@ -63,6 +64,11 @@ def figures_of(folder: str | Path, profile: str) -> dict:
     if summary is not None and items_path.is_file():
         from olas_utils.studies.transfer import PROFILES
 
+        if profile not in PROFILES:
+            raise ValueError(
+                f"{folder} holds notebook 04's tables: name the profile that wrote them, one of {sorted(PROFILES)}, "
+                f"not {profile!r}"
+            )
         cfg = PROFILES[profile]
         seeds = sorted({int(s) for s in summary["seeds"]})
         if seeds != [len(cfg.training.seeds)]:

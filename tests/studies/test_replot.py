@@ -53,6 +53,8 @@ def test_replot_refuses_a_caption_whose_seeds_the_table_was_not_run_with(tmp_pat
     shutil.copy(ROOT / "results" / "wide" / "04_transfer_items.parquet", folder)
     with pytest.raises(ValueError, match="re-run notebook 04"):
         replot.figures_of(folder, "wide")
+    with pytest.raises(ValueError, match="name the profile that wrote them"):
+        replot.figures_of(folder, "gemma")
 
 
 def test_every_committed_figure_is_at_most_1600_px_wide():
