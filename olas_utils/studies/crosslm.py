@@ -172,11 +172,12 @@ PROFILES["flow"] = replace(
 #: ``paper-size``: retrieval at the paper's test size — 1,000 chunks of 50 words (``docs/method.md#paper-size``)
 #: — on the default zoo's causal family (smollm2-135m, gemma3-270m, qwen2.5-0.5b) with every control and
 #: every protocol, OLA orders 1–3 only, no classifier (retrieval only), so that Hit@1 / Hit@5 stand beside
-#: the paper's 84–96 % / 89–97 % among the same number of candidates. Sized to 2 CPU cores: the forward
-#: passes of the three models and their three control copies at 1,000 chunks (about 70 tokens each) take
-#: about 80 of its minutes, its 270 SSIM matrices of 1,000 × 1,000 (3 orders × 3 protocols × 5 conditions ×
-#: 6 ordered pairs) about 20; qwen2.5-1.5b alone would add four forward passes of about 30 minutes each, and the
-#: six encoders 30 ordered pairs per key, so neither fits 150 minutes. Results in ``results/paper-size/``.
+#: the paper's 84–96 % / 89–97 % among the same number of candidates. Sized to 2 CPU cores (92 minutes measured,
+#: ``docs/profiles.md``): the forward passes of the three models and their three control copies at 1,000 chunks
+#: (about 70 tokens each) took 59 minutes, its 270 SSIM matrices of 1,000 × 1,000 (3 orders × 3 protocols × 5
+#: conditions × 6 ordered pairs) and the Pearson ones 32; qwen2.5-1.5b alone would add four forward passes of
+#: about 30 minutes each, and the six encoders 30 ordered pairs per key, so neither fits 150 minutes. Results in
+#: ``results/paper-size/``.
 PROFILES["paper-size"] = replace(
     PROFILES["quick"],
     models=tuple(m for m in DEFAULT_MODELS if zoo_family(m) == "causal"),
