@@ -34,7 +34,7 @@ from olas_utils.vocabulary import Control, family_of
 if TYPE_CHECKING:
     from olas_utils.toa.fit import AdapterSettings
 
-__all__ = ["INPUTS", "MapStore", "provenance", "adapter_job", "train_adapters", "resources"]
+__all__ = ["INPUTS", "MapStore", "provenance", "adapter_job", "train_adapters", "resources", "stopping"]
 
 #: Adapter inputs by condition name: each reads the maps of its :attr:`Control.maps` (for
 #: :func:`~olas_utils.toa.taskmaps.task_maps`), or relative-position channels where
@@ -276,6 +276,13 @@ def _workers(cfg: AdapterSettings, device) -> int:
     from olas_utils.toa.parallel import default_workers
 
     return 1 if str(device) != "cpu" else int(cfg.workers or default_workers(device))
+
+
+def stopping(cfg: AdapterSettings, score: str = "dev") -> str:
+    """The early-stopping rule of a profile's adapters, for the sizes line beside every table,
+    e.g. ``"patience 4, minimum gain 0.5 points, on dev UAS"`` (``score``: what dev measures)."""
+    gain = f", minimum gain {100 * cfg.min_gain:g} points," if cfg.min_gain else ""
+    return f"patience {cfg.patience}{gain} on {score}"
 
 
 def resources(cfg: AdapterSettings, device="cpu") -> str:
