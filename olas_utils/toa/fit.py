@@ -405,14 +405,14 @@ def fit_adapter(
         data,
         adapter,
         cfg,
-        checkpoint_dir,
-        provenance,
-        head_kwargs,
-        dev,
-        patience,
-        min_epochs,
-        min_gain,
-        device,
+        checkpoint_dir=checkpoint_dir,
+        provenance=provenance,
+        head_kwargs=head_kwargs,
+        dev=dev,
+        patience=patience,
+        min_epochs=min_epochs,
+        min_gain=min_gain,
+        device=device,
     )
     info = train_model(
         model,
@@ -429,10 +429,23 @@ def fit_adapter(
 
 
 def _prepare(
-    examples, data, adapter, cfg, checkpoint_dir, provenance, head_kwargs, dev, patience, min_epochs, min_gain, device
+    examples,
+    data,
+    adapter,
+    cfg,
+    *,
+    checkpoint_dir=None,
+    provenance=None,
+    head_kwargs=None,
+    dev=None,
+    patience=2,
+    min_epochs=1,
+    min_gain=0.0,
+    device="cpu",
 ):
     """The model (initialised under ``cfg.seed``), provenance, selection rule and checkpoint
-    file of one :func:`fit_adapter` run."""
+    file of one :func:`fit_adapter` run (the keyword defaults are :func:`fit_adapter`'s; a test
+    holds them equal)."""
     selection = None
     # non-finite training images stop training at its first step (a non-finite loss, named there)
     check_examples(examples, data, names=("examples", "data"), finite=False)
@@ -477,36 +490,20 @@ def checkpoint_file(
     cfg: TrainConfig,
     *,
     checkpoint_dir: str | Path,
-    provenance: dict | None = None,
-    head_kwargs: dict | None = None,
-    dev: tuple[Sequence[Example], TaskData] | None = None,
-    patience: int = 2,
-    min_epochs: int = 1,
-    min_gain: float = 0.0,
-    device="cpu",
-    **_,
+    progress: bool = True,
+    desc: str = "train",
+    **settings,
 ) -> Path:
     """The checkpoint :func:`fit_adapter` would write for these arguments (same key, nothing
-    trained). Two calls with the same file are the same run: :mod:`olas_utils.toa.parallel`
-    uses it to train each distinct run once.
+    trained): ``settings`` are :func:`fit_adapter`'s keywords (``provenance``, ``dev``,
+    ``patience``, ...); ``progress`` and ``desc`` are accepted and ignored. Two calls with the same
+    file are the same run: :mod:`olas_utils.toa.parallel` uses it to train each distinct run once.
 
     Raises:
         ValueError: as :func:`fit_adapter`.
+        TypeError: a keyword :func:`fit_adapter` does not take.
     """
-    return _prepare(
-        examples,
-        data,
-        adapter,
-        cfg,
-        checkpoint_dir,
-        provenance,
-        head_kwargs,
-        dev,
-        patience,
-        min_epochs,
-        min_gain,
-        device,
-    )[3]
+    return _prepare(examples, data, adapter, cfg, checkpoint_dir=checkpoint_dir, **settings)[3]
 
 
 def evaluate(

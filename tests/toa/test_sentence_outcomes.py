@@ -135,6 +135,15 @@ def test_training_seeds_give_distinct_reproducible_runs_and_keep_seed_0_keys(tmp
     s0, s0b, s1 = (m.state_dict() for m in (w0, w0b, w1))
     assert all(torch.equal(s0[k], s0b[k]) for k in s0)
     assert any(not torch.equal(s0[k], s1[k]) for k in s0)
+    # checkpoint_file names the file fit_adapter writes: with a job's settings, and with
+    # fit_adapter's own defaults (its keywords left out); a misspelt keyword is refused
+    assert checkpoint_file(**job(three, 0, "b")) in set((tmp_path / "b").iterdir())
+    bare = {k: job(one, 0, "c")[k] for k in ("examples", "data", "adapter", "cfg")}
+    fit_adapter(**bare, checkpoint_dir=tmp_path / "c", progress=False)
+    written = {f for f in (tmp_path / "c").iterdir() if f.suffix == ".pt"}
+    assert written == {checkpoint_file(**bare, checkpoint_dir=tmp_path / "c")}
+    with pytest.raises(TypeError, match="patiense"):
+        checkpoint_file(**bare, checkpoint_dir=tmp_path / "c", patiense=3)
     with pytest.raises(ValueError, match="seeds"):
         replace(one, seeds=(0, 0))
     with pytest.raises(ValueError, match="seeds"):
