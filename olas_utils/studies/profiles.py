@@ -188,7 +188,8 @@ SHARED_SIZES: dict[str, SplitSizes] = {
 
 #: Adapter training settings that notebooks 03 and 04 share per profile: the cache key of a
 #: trained adapter holds its settings, so with one definition the dependency adapters and
-#: controls both notebooks need are trained once, by whichever runs first.
+#: controls both notebooks need are trained once, by whichever runs first (at smoke; notebook 03's
+#: quick parsers stop by their own rule, :data:`QUICK_PARSER_TRAINING`).
 SHARED_TRAINING: dict[str, AdapterSettings] = {
     "smoke": AdapterSettings(
         adapter="tiny",

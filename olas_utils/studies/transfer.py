@@ -72,7 +72,9 @@ CONDITIONS = (
 #: and distilbert-gector (DistilBERT from bert-base-cased), so that transfer between independent
 #: lineages is tested beside transfer within one (``04_lineage``); its sentences and training
 #: settings are notebook 03's (:data:`~olas_utils.studies.profiles.SHARED_SIZES`,
-#: ``SHARED_TRAINING``), so minilm-l6's dependency adapter and the controls are shared.
+#: ``SHARED_TRAINING``) but for the stopping rule of 03's parsers
+#: (:data:`~olas_utils.studies.profiles.QUICK_PARSER_TRAINING`), so since 2026-12-07 minilm-l6's
+#: dependency adapters and the controls are trained for each notebook (shared at smoke).
 #: The ``wide`` profile (``reproduce --profile wide`` writes ``results/wide/``) runs the whole
 #: default zoo, every encoder (three of the MiniLM lineage, distilbert-gector, mpnet-base and
 #: splade-tiny: four lineages) and the causal family, on dependency and relation, with quick's
