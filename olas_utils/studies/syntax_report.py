@@ -327,12 +327,13 @@ def probe_table(items: pd.DataFrame, metric: str = "uuas") -> pd.DataFrame:
 _TRAINED_LABEL = "the model's maps of the key"
 
 
-def uas_figure(items: pd.DataFrame, metric: str = "uas", *, max_cells: int = 12):
+def uas_figure(items: pd.DataFrame, metric: str = "uas", *, max_cells: int = 12, title: str | None = None):
     """Grouped bars: ``metric`` per (model, key) for the OLA parser and each trained control
     (mean over seeds), with 95 % bootstrap intervals (seeds and sentences) as error bars; the
     model-free baseline as a dashed line. Cells wrap onto further panels of at most
     ``max_cells`` (a model's keys kept together), the legend below, so the figure stays
-    about 12.5 inches wide (<= 1,600 px at 110 dpi) however many models.
+    about 12.5 inches wide (<= 1,600 px at 110 dpi) however many models; ``title`` (e.g. the
+    notebook's sizes line) goes above the first panel, wrapped to the figure's width.
 
     Returns:
         The matplotlib figure; one panel per line of cells.
@@ -377,6 +378,11 @@ def uas_figure(items: pd.DataFrame, metric: str = "uas", *, max_cells: int = 12)
         ax.tick_params(axis="x", labelsize=8)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    if title:
+        import textwrap
+
+        chars = int(fig.get_figwidth() * 110 / 6)  # about 6 px a character at fontsize 8 and 110 dpi
+        axes[0, 0].set_title(textwrap.fill(title, width=max(60, chars)), fontsize=8)
     return fig
 
 
