@@ -244,8 +244,8 @@ QUICK_TRANSFER_SEEDS = tuple(range(8))
 #: epoch). Notebook 04's adapters keep patience 2: the rule was chosen on parsers' dev curves only,
 #: and notebook 04's tables came back byte-identical and its verdicts unchanged under re-runs
 #: (``docs/reproducibility.md``). So since 2026-12-07 notebook 04 trains its own minilm-l6
-#: dependency adapters instead of reading notebook 03's ``ola:1`` parsers (8 runs more from empty
-#: caches).
+#: dependency adapters and controls of seeds 0-7 instead of reading notebook 03's runs (about 8 more
+#: minutes from empty caches on the Intel machine of ``docs/profiles.md``).
 QUICK_PARSER_TRAINING = replace(SHARED_TRAINING["quick"], seeds=QUICK_SEEDS, patience=4, min_gain=0.005)
 
 
