@@ -142,8 +142,9 @@ def test_unwritable_checkpoint_folder_is_refused_before_training(read_only_folde
     assert sorted(read_only_folder.iterdir()) == []
 
 
-class _DieOnLoad:
-    """Unpickled in the worker: the process dies at once, as if killed (SIGKILL, out of memory)."""
+class _DieOnLoad(str):
+    """A run's name that, unpickled in the worker, kills the process at once, as if killed
+    (SIGKILL, out of memory); in the parent it is the name."""
 
     def __reduce__(self):
         return (os._exit, (137,))
@@ -161,10 +162,8 @@ def test_a_killed_worker_names_the_runs_and_says_how_to_resume(tmp_path):
             adapter=ADAPTER,
             cfg=TrainConfig(epochs=1, batch_size=4, seed=seed),
             checkpoint_dir=tmp_path,
-            desc=desc,
+            desc=_DieOnLoad(desc) if die else desc,  # checkpoint_file ignores desc; the worker dies loading it
         )
-        if die:
-            j["die"] = _DieOnLoad()  # checkpoint_file ignores unknown arguments; the worker never gets to use it
         return j
 
     jobs = {"a": job(0, "run-a", die=True), "b": job(1, "run-b", die=True)}
