@@ -19,6 +19,7 @@ import torch
 
 __all__ = [
     "heatmap",
+    "wrap_caption",
     "grouped_heatmaps",
     "row_range",
     "grid_shape",
@@ -249,8 +250,14 @@ def grouped_heatmaps(
     if suptitle:
         fig.suptitle(suptitle, y=0.995, fontsize=11)
     if caption:
-        fig.text(0.01, -0.005, textwrap.fill(caption, width=max(60, int(width * 15))), ha="left", va="top", fontsize=8)
+        fig.text(0.01, -0.005, wrap_caption(caption, width), ha="left", va="top", fontsize=8)
     return fig
+
+
+def wrap_caption(text: str, inches: float) -> str:
+    """``text`` wrapped for a figure ``inches`` wide at fontsize 8: about 15 characters an inch,
+    never fewer than 60 a line."""
+    return textwrap.fill(text, width=max(60, int(inches * 15)))
 
 
 def save_figure(fig, path: str | Path, dpi: int = 110) -> Path:

@@ -379,10 +379,9 @@ def uas_figure(items: pd.DataFrame, metric: str = "uas", *, max_cells: int = 12,
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     if title:
-        import textwrap
+        from olas_utils.studies.plots import wrap_caption
 
-        chars = int(fig.get_figwidth() * 110 / 6)  # about 6 px a character at fontsize 8 and 110 dpi
-        axes[0, 0].set_title(textwrap.fill(title, width=max(60, chars)), fontsize=8)
+        axes[0, 0].set_title(wrap_caption(title, fig.get_figwidth()), fontsize=8)
     return fig
 
 

@@ -144,6 +144,14 @@ def test_training_seeds_give_distinct_reproducible_runs_and_keep_seed_0_keys(tmp
     assert written == {checkpoint_file(**bare, checkpoint_dir=tmp_path / "c")}
     with pytest.raises(TypeError, match="patiense"):
         checkpoint_file(**bare, checkpoint_dir=tmp_path / "c", patiense=3)
+    # checkpoint_file's defaults are _prepare's, fit_adapter's are its own: the two must agree
+    import inspect
+
+    from olas_utils.toa.fit import _prepare
+
+    fit_kw = inspect.signature(fit_adapter).parameters
+    prep_kw = [p for p in inspect.signature(_prepare).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    assert prep_kw and all(fit_kw[p.name].default == p.default for p in prep_kw)
     with pytest.raises(ValueError, match="seeds"):
         replace(one, seeds=(0, 0))
     with pytest.raises(ValueError, match="seeds"):
